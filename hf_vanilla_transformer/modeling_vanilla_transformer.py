@@ -1,0 +1,845 @@
+"""The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017) for transformers v5.
+
+Laid out bottom-up like `transformers/models/marian/modeling_marian.py`: helpers, positions, attention,
+layers, pre-trained base class, encoder, decoder, bare model, model with a language-modelling head.
+Section numbers (§) refer to the paper.
+
+This file imports only `torch`, `transformers` and its sibling configuration file, so that a saved model
+folder can carry it for `trust_remote_code` loading.
+"""
+
+import math
+from collections.abc import Callable
+
+import torch
+from torch import nn
+from transformers import initialization as init
+from transformers.activations import ACT2FN
+from transformers.cache_utils import Cache, DynamicCache, EncoderDecoderCache
+from transformers.generation import GenerationMixin
+from transformers.masking_utils import create_bidirectional_mask, create_causal_mask
+from transformers.modeling_layers import GradientCheckpointingLayer
+from transformers.modeling_outputs import (
+    BaseModelOutput,
+    BaseModelOutputWithPastAndCrossAttentions,
+    Seq2SeqLMOutput,
+    Seq2SeqModelOutput,
+)
+from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+
+def shift_tokens_right(
+    input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int
+) -> torch.Tensor:
+    """Teacher forcing input: prepend the start token, drop the last label, and turn -100 into padding."""
+    if pad_token_id is None:
+        raise ValueError("`config.pad_token_id` must be set to build decoder inputs from labels.")
+    if decoder_start_token_id is None:
+        raise ValueError("`config.decoder_start_token_id` must be set to build decoder inputs from labels.")
+    shifted = input_ids.new_zeros(input_ids.shape)
+    shifted[:, 1:] = input_ids[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    shifted.masked_fill_(shifted == -100, pad_token_id)
+    return shifted
+
+
+def sinusoidal_position_table(num_positions: int, dim: int) -> torch.Tensor:
+    """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
+
+    Interleaved exactly as the paper writes it (fairseq and Marian put all sines first, a permutation).
+    """
+    position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
+    inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (d/2,)
+    table = torch.zeros(num_positions, dim)
+    table[:, 0::2] = torch.sin(position * inv_freq)
+    table[:, 1::2] = torch.cos(position * inv_freq)
+    return table
+
+
+class VanillaTransformerPositionalEmbedding(nn.Module):
+    """Position embeddings added to the scaled token embeddings: the fixed sinusoids of §3.5, or a learned table.
+
+    The sinusoidal table is a non-persistent buffer: it is never saved and is refilled by `_init_weights`
+    (models are built on the meta device in transformers v5).
+    """
+
+    def __init__(self, num_positions: int, dim: int, learned: bool):
+        super().__init__()
+        self.num_positions = num_positions
+        self.learned = learned
+        if learned:
+            self.weight = nn.Parameter(torch.empty(num_positions, dim))
+        else:
+            self.register_buffer("weight", sinusoidal_position_table(num_positions, dim), persistent=False)
+
+    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
+        end = past_length + seq_len
+        if end > self.num_positions:
+            raise ValueError(
+                f"Sequence of {end} positions is longer than the model allows (max_position_embeddings="
+                f"{self.num_positions}). Shorten or truncate the input (e.g. tokenizer(..., truncation=True, "
+                f"max_length={self.num_positions})) or lower `max_new_tokens`"
+                + (
+                    "; sinusoidal positions have no weights, so you can also load the model with a larger "
+                    "`max_position_embeddings`."
+                    if not self.learned
+                    else "; learned positions cannot be extended without training."
+                )
+            )
+        return self.weight[past_length:end]  # (T, d_model)
+
+
+def eager_attention_forward(
+    module: nn.Module,
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    attention_mask: torch.Tensor | None,
+    scaling: float,
+    dropout: float = 0.0,
+    is_causal: bool = False,
+    **kwargs,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention, eq. 1: softmax(Q K^T / sqrt(d_k)) V.
+
+    `attention_mask` is additive (0 where allowed, the dtype's minimum where not), as built by
+    `transformers.masking_utils`, so no constant such as -1e9 can overflow in half precision.
+    """
+    attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, h, Tq, Tk)
+    q_len, kv_len = query.shape[2], key.shape[2]
+    if attention_mask is None and is_causal and q_len > 1:
+        # Under SDPA the mask helpers skip an all-causal mask (SDPA's `is_causal` does it); this kernel
+        # also serves SDPA models when attention weights are requested, so build the mask here.
+        attention_mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device).tril(kv_len - q_len)
+    if attention_mask is not None and attention_mask.dtype == torch.bool:
+        # An SDPA-style mask (True = attend), met when attention weights are requested under SDPA.
+        attention_mask = torch.zeros_like(attention_mask, dtype=attn_weights.dtype).masked_fill(
+            ~attention_mask, torch.finfo(attn_weights.dtype).min
+        )
+    if attention_mask is not None:
+        attn_weights = attn_weights + attention_mask
+    attn_weights = nn.functional.softmax(attn_weights, dim=-1, dtype=torch.float32).to(query.dtype)
+    attn_weights = nn.functional.dropout(attn_weights, p=dropout, training=module.training)
+    attn_output = torch.matmul(attn_weights, value)  # (B, h, Tq, d_k)
+    return attn_output.transpose(1, 2).contiguous(), attn_weights  # (B, Tq, h, d_k)
+
+
+class VanillaTransformerAttention(nn.Module):
+    """Multi-head attention, §3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O.
+
+    Used three ways (§3.2.3): encoder self-attention, masked decoder self-attention (`is_causal`), and
+    encoder-decoder attention (`key_value_states` given). With a cache, self-attention keys/values grow
+    by the new positions each step, and cross-attention keys/values are computed once per sequence and
+    reused.
+    """
+
+    def __init__(
+        self,
+        config: VanillaTransformerConfig,
+        num_heads: int,
+        is_causal: bool = False,
+        layer_idx: int | None = None,
+    ):
+        super().__init__()
+        self.config = config
+        self.embed_dim = config.d_model
+        self.num_heads = num_heads
+        self.head_dim = self.embed_dim // num_heads
+        self.scaling = self.head_dim**-0.5
+        self.dropout = config.attention_dropout
+        self.is_causal = is_causal
+        self.layer_idx = layer_idx
+
+        self.q_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        key_value_states: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        attention_mask: torch.Tensor | None = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        is_cross_attention = key_value_states is not None
+        input_shape = hidden_states.shape[:-1]  # (B, Tq)
+        query_states = self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
+
+        cache = None
+        if past_key_values is not None:
+            if isinstance(past_key_values, EncoderDecoderCache):
+                cache = (
+                    past_key_values.cross_attention_cache
+                    if is_cross_attention
+                    else past_key_values.self_attention_cache
+                )
+            else:
+                cache = past_key_values
+
+        cross_is_cached = (
+            is_cross_attention
+            and isinstance(past_key_values, EncoderDecoderCache)
+            and past_key_values.is_updated.get(self.layer_idx, False)
+        )
+        if cross_is_cached:
+            # The encoder output does not change during generation: reuse its projections.
+            key_states = cache.layers[self.layer_idx].keys
+            value_states = cache.layers[self.layer_idx].values
+        else:
+            current_states = key_value_states if is_cross_attention else hidden_states
+            kv_shape = (*current_states.shape[:-1], -1, self.head_dim)
+            key_states = self.k_proj(current_states).view(kv_shape).transpose(1, 2)  # (B, h, Tk, d_k)
+            value_states = self.v_proj(current_states).view(kv_shape).transpose(1, 2)
+            if cache is not None:
+                key_states, value_states = cache.update(key_states, value_states, self.layer_idx)
+                if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
+                    past_key_values.is_updated[self.layer_idx] = True
+
+        # Attention weights can only be returned by the eager kernel; use it for calls that ask for them.
+        attention_interface: Callable = (
+            eager_attention_forward
+            if output_attentions
+            else ALL_ATTENTION_FUNCTIONS.get_interface(
+                self.config._attn_implementation, eager_attention_forward
+            )
+        )
+        attn_output, attn_weights = attention_interface(
+            self,
+            query_states,
+            key_states,
+            value_states,
+            attention_mask,
+            dropout=self.dropout if self.training else 0.0,
+            scaling=self.scaling,
+            is_causal=self.is_causal,
+            **kwargs,
+        )
+        attn_output = self.out_proj(attn_output.reshape(*input_shape, -1))  # (B, Tq, d_model)
+        return attn_output, (attn_weights if output_attentions else None)
+
+
+class VanillaTransformerFeedForward(nn.Module):
+    """Position-wise feed-forward network, §3.3 eq. 2: FFN(x) = max(0, x W1 + b1) W2 + b2."""
+
+    def __init__(self, config: VanillaTransformerConfig, ffn_dim: int):
+        super().__init__()
+        self.fc1 = nn.Linear(config.d_model, ffn_dim)
+        self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.activation_fn = ACT2FN[config.activation_function]
+        self.activation_dropout = config.activation_dropout
+
+    def forward(self, hidden_states: torch.Tensor) -> torch.Tensor:
+        hidden_states = self.activation_fn(self.fc1(hidden_states))
+        hidden_states = nn.functional.dropout(
+            hidden_states, p=self.activation_dropout, training=self.training
+        )
+        return self.fc2(hidden_states)
+
+
+class _ResidualLayer(GradientCheckpointingLayer):
+    """Shared residual wiring of encoder and decoder layers (§3.1, §5.4): each sublayer is
+    LayerNorm(x + Dropout(Sublayer(x))) (post-LN, the paper) or x + Dropout(Sublayer(LayerNorm(x)))
+    (pre-LN, `normalize_before=True`)."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__()
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
+
+    def _sublayer(self, x: torch.Tensor, norm: nn.LayerNorm, fn: Callable) -> tuple[torch.Tensor, object]:
+        """Apply `fn` (returning `(output, extra)`) as a residual sublayer normalised by `norm`."""
+        out, extra = fn(norm(x) if self.normalize_before else x)
+        x = x + nn.functional.dropout(out, p=self.dropout, training=self.training)
+        return (x if self.normalize_before else norm(x)), extra
+
+
+class VanillaTransformerEncoderLayer(_ResidualLayer):
+    """Encoder layer, §3.1: self-attention then feed-forward, each a residual sublayer."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config)
+        self.self_attn = VanillaTransformerAttention(
+            config, config.encoder_attention_heads, layer_idx=layer_idx
+        )
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.mlp = VanillaTransformerFeedForward(config, config.encoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        hidden_states, attn_weights = self._sublayer(
+            hidden_states,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(
+                x, attention_mask=attention_mask, output_attentions=output_attentions, **kwargs
+            ),
+        )
+        hidden_states, _ = self._sublayer(hidden_states, self.final_layer_norm, lambda x: (self.mlp(x), None))
+        return hidden_states, attn_weights
+
+
+class VanillaTransformerDecoderLayer(_ResidualLayer):
+    """Decoder layer, §3.1: masked self-attention, encoder-decoder attention, feed-forward, each a residual
+    sublayer. The causal mask keeps position i from attending to positions after i."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config)
+        self.self_attn = VanillaTransformerAttention(
+            config, config.decoder_attention_heads, is_causal=True, layer_idx=layer_idx
+        )
+        self.self_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.encoder_attn = VanillaTransformerAttention(
+            config, config.decoder_attention_heads, layer_idx=layer_idx
+        )
+        self.encoder_attn_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+        self.mlp = VanillaTransformerFeedForward(config, config.decoder_ffn_dim)
+        self.final_layer_norm = nn.LayerNorm(config.d_model, eps=config.layer_norm_eps)
+
+    def forward(
+        self,
+        hidden_states: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        encoder_hidden_states: torch.Tensor,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        output_attentions: bool = False,
+        **kwargs,
+    ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        hidden_states, self_attn_weights = self._sublayer(
+            hidden_states,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(
+                x,
+                past_key_values=past_key_values,
+                attention_mask=attention_mask,
+                output_attentions=output_attentions,
+                **kwargs,
+            ),
+        )
+        hidden_states, cross_attn_weights = self._sublayer(
+            hidden_states,
+            self.encoder_attn_layer_norm,
+            lambda x: self.encoder_attn(
+                x,
+                key_value_states=encoder_hidden_states,
+                past_key_values=past_key_values,
+                attention_mask=encoder_attention_mask,
+                output_attentions=output_attentions,
+                **kwargs,
+            ),
+        )
+        hidden_states, _ = self._sublayer(hidden_states, self.final_layer_norm, lambda x: (self.mlp(x), None))
+        return hidden_states, self_attn_weights, cross_attn_weights
+
+
+class VanillaTransformerPreTrainedModel(PreTrainedModel):
+    config: VanillaTransformerConfig
+    config_class = VanillaTransformerConfig
+    base_model_prefix = "model"
+    supports_gradient_checkpointing = True
+    _no_split_modules = ["VanillaTransformerEncoderLayer", "VanillaTransformerDecoderLayer"]
+    _supports_sdpa = True
+    _supports_flash_attn = False
+    _supports_flex_attn = False
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except Exception as error:
+            # safetensors' own message ("Error while deserializing header") names neither file nor remedy.
+            if type(error).__name__ == "SafetensorError":
+                raise OSError(
+                    f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file there is "
+                    f"truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
+                ) from error
+            raise
+
+    @torch.no_grad()
+    def _init_weights(self, module: nn.Module) -> None:
+        """Xavier-uniform linear layers and N(0, d_model^-0.5) embeddings, as fairseq initialises this model
+        (the paper does not say); scaled by sqrt(d_model) (§3.4) the embeddings start at unit variance."""
+        embed_std = self.config.init_std if self.config.init_std is not None else self.config.d_model**-0.5
+        if isinstance(module, nn.Linear):
+            init.xavier_uniform_(module.weight)
+            if module.bias is not None:
+                init.zeros_(module.bias)
+        elif isinstance(module, nn.Embedding):
+            init.normal_(module.weight, mean=0.0, std=embed_std)
+            if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
+                module.weight[module.padding_idx].zero_()
+        elif isinstance(module, nn.LayerNorm):
+            init.ones_(module.weight)
+            init.zeros_(module.bias)
+        elif isinstance(module, VanillaTransformerPositionalEmbedding):
+            if module.learned:
+                init.normal_(module.weight, mean=0.0, std=embed_std)
+            else:
+                init.copy_(module.weight, sinusoidal_position_table(*module.weight.shape))
+
+
+def _embed(
+    embed_tokens: nn.Embedding,
+    embed_positions: VanillaTransformerPositionalEmbedding,
+    embed_scale: float,
+    dropout: float,
+    training: bool,
+    input_ids: torch.Tensor | None,
+    inputs_embeds: torch.Tensor | None,
+    past_length: int = 0,
+) -> torch.Tensor:
+    """§3.4-3.5: token embedding × sqrt(d_model) + position encoding, then dropout (§5.4)."""
+    if (input_ids is None) == (inputs_embeds is None):
+        raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+    if inputs_embeds is None:
+        inputs_embeds = embed_tokens(input_ids)
+    hidden_states = inputs_embeds * embed_scale + embed_positions(inputs_embeds.shape[1], past_length).to(
+        inputs_embeds.dtype
+    )
+    return nn.functional.dropout(hidden_states, p=dropout, training=training)  # (B, T, d_model)
+
+
+class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
+    """A stack of `config.encoder_layers` encoder layers (§3.1), over embedded source tokens."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.dropout = config.dropout
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = embed_tokens or nn.Embedding(
+            config.vocab_size, config.d_model, config.pad_token_id
+        )
+        self.embed_positions = VanillaTransformerPositionalEmbedding(
+            config.max_position_embeddings,
+            config.d_model,
+            learned=config.position_embedding_type == "learned",
+        )
+        self.layers = nn.ModuleList(
+            [VanillaTransformerEncoderLayer(config, layer_idx=i) for i in range(config.encoder_layers)]
+        )
+        # Pre-LN leaves the residual stream un-normalised; a final LayerNorm fixes its scale.
+        self.layer_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+        )
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutput:
+        output_attentions = (
+            output_attentions if output_attentions is not None else self.config.output_attentions
+        )
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        hidden_states = _embed(
+            self.embed_tokens,
+            self.embed_positions,
+            self.embed_scale,
+            self.dropout,
+            self.training,
+            input_ids,
+            inputs_embeds,
+        )
+        attention_mask = create_bidirectional_mask(
+            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+        )
+        all_hidden_states = () if output_hidden_states else None
+        all_attentions = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, attn_weights = layer(
+                hidden_states, attention_mask, output_attentions=output_attentions, **kwargs
+            )
+            if output_attentions:
+                all_attentions += (attn_weights,)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        output = BaseModelOutput(
+            last_hidden_state=hidden_states, hidden_states=all_hidden_states, attentions=all_attentions
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+
+class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
+    """A stack of `config.decoder_layers` decoder layers (§3.1) over embedded, right-shifted target tokens."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(config)
+        self.dropout = config.dropout
+        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
+        self.embed_tokens = embed_tokens or nn.Embedding(
+            config.decoder_vocab_size, config.d_model, config.pad_token_id
+        )
+        self.embed_positions = VanillaTransformerPositionalEmbedding(
+            config.max_position_embeddings,
+            config.d_model,
+            learned=config.position_embedding_type == "learned",
+        )
+        self.layers = nn.ModuleList(
+            [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
+        )
+        self.layer_norm = (
+            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
+        )
+        self.gradient_checkpointing = False
+        self.post_init()
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        encoder_hidden_states: torch.Tensor | None = None,
+        encoder_attention_mask: torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> BaseModelOutputWithPastAndCrossAttentions:
+        if encoder_hidden_states is None:
+            raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output) to attend to.")
+        output_attentions = (
+            output_attentions if output_attentions is not None else self.config.output_attentions
+        )
+        output_hidden_states = (
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
+        )
+        use_cache = use_cache if use_cache is not None else self.config.use_cache
+        if self.gradient_checkpointing and self.training and use_cache:
+            use_cache = False  # the backward replay would write the cache a second time
+        if use_cache and past_key_values is None:
+            past_key_values = EncoderDecoderCache(
+                DynamicCache(config=self.config), DynamicCache(config=self.config)
+            )
+
+        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        hidden_states = _embed(
+            self.embed_tokens,
+            self.embed_positions,
+            self.embed_scale,
+            self.dropout,
+            self.training,
+            input_ids,
+            inputs_embeds,
+            past_length,
+        )
+        self_attn_cache = (
+            past_key_values.self_attention_cache
+            if isinstance(past_key_values, EncoderDecoderCache)
+            else past_key_values
+        )
+        # Masks hold the dtype's minimum (eager) or booleans (SDPA); `None` where nothing is masked.
+        causal_mask = create_causal_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            past_key_values=self_attn_cache,
+            position_ids=torch.arange(
+                past_length, past_length + hidden_states.shape[1], device=hidden_states.device
+            ).unsqueeze(0),
+        )
+        encoder_attention_mask = create_bidirectional_mask(
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=encoder_attention_mask,
+            encoder_hidden_states=encoder_hidden_states,
+        )
+
+        all_hidden_states = () if output_hidden_states else None
+        all_self_attns = () if output_attentions else None
+        all_cross_attns = () if output_attentions else None
+        for layer in self.layers:
+            if output_hidden_states:
+                all_hidden_states += (hidden_states,)
+            hidden_states, self_attn_weights, cross_attn_weights = layer(
+                hidden_states,
+                causal_mask,
+                encoder_hidden_states,  # positional, so gradient checkpointing sees it
+                encoder_attention_mask=encoder_attention_mask,
+                past_key_values=past_key_values if use_cache else None,
+                output_attentions=output_attentions,
+                **kwargs,
+            )
+            if output_attentions:
+                all_self_attns += (self_attn_weights,)
+                all_cross_attns += (cross_attn_weights,)
+        if self.layer_norm is not None:
+            hidden_states = self.layer_norm(hidden_states)
+        if output_hidden_states:
+            all_hidden_states += (hidden_states,)
+        output = BaseModelOutputWithPastAndCrossAttentions(
+            last_hidden_state=hidden_states,
+            past_key_values=past_key_values if use_cache else None,
+            hidden_states=all_hidden_states,
+            attentions=all_self_attns,
+            cross_attentions=all_cross_attns,
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+
+class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
+    """The bare encoder-decoder (§3.1, Figure 1) returning the decoder's last hidden states."""
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        if config.share_encoder_decoder_embeddings:
+            # §3.4: one embedding matrix for both stacks. The encoder and decoder hold the same module,
+            # so the weights are shared in memory; `_tied_weights_keys` lets save/load store it once.
+            self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
+            self.encoder = VanillaTransformerEncoder(config, self.shared)
+            self.decoder = VanillaTransformerDecoder(config, self.shared)
+            self._tied_weights_keys = {
+                "encoder.embed_tokens.weight": "shared.weight",
+                "decoder.embed_tokens.weight": "shared.weight",
+            }
+        else:
+            self.encoder = VanillaTransformerEncoder(config)
+            self.decoder = VanillaTransformerDecoder(config)
+        self.post_init()
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.shared = value
+            self.decoder.embed_tokens = value
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        **kwargs,
+    ) -> Seq2SeqModelOutput:
+        r"""
+        decoder_input_ids (`torch.LongTensor` of shape `(batch_size, target_length)`):
+            Right-shifted target tokens starting with `config.decoder_start_token_id` (see `shift_tokens_right`).
+            With `past_key_values`, only the tokens not yet in the cache.
+        encoder_outputs: the encoder's output, to skip running the encoder again (as `generate()` does).
+        """
+        if encoder_outputs is None:
+            encoder_outputs = self.encoder(
+                input_ids=input_ids,
+                attention_mask=attention_mask,
+                inputs_embeds=inputs_embeds,
+                output_attentions=output_attentions,
+                output_hidden_states=output_hidden_states,
+            )
+        elif not isinstance(encoder_outputs, BaseModelOutput):
+            encoder_outputs = BaseModelOutput(
+                last_hidden_state=encoder_outputs[0],
+                hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
+                attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
+            )
+        decoder_outputs = self.decoder(
+            input_ids=decoder_input_ids,
+            attention_mask=decoder_attention_mask,
+            encoder_hidden_states=encoder_outputs.last_hidden_state,
+            encoder_attention_mask=attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            **kwargs,
+        )
+        output = Seq2SeqModelOutput(
+            last_hidden_state=decoder_outputs.last_hidden_state,
+            past_key_values=decoder_outputs.past_key_values,
+            decoder_hidden_states=decoder_outputs.hidden_states,
+            decoder_attentions=decoder_outputs.attentions,
+            cross_attentions=decoder_outputs.cross_attentions,
+            encoder_last_hidden_state=encoder_outputs.last_hidden_state,
+            encoder_hidden_states=encoder_outputs.hidden_states,
+            encoder_attentions=encoder_outputs.attentions,
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+
+class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
+    """The Transformer with its output projection and softmax (§3.4): the model to train and to `generate()` with.
+
+    The loss for `labels` is cross-entropy with the label smoothing of `config.label_smoothing` (§5.4),
+    ignoring -100. Under gradient accumulation the Trainer passes `num_items_in_batch`, and the loss is
+    summed over tokens and divided by that count, so every token weighs the same whatever the split.
+    """
+
+    accepts_loss_kwargs = True
+
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config)
+        self.model = VanillaTransformerModel(config)
+        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        tied = {}
+        if config.share_encoder_decoder_embeddings:
+            tied.update(
+                {
+                    "model.encoder.embed_tokens.weight": "model.shared.weight",
+                    "model.decoder.embed_tokens.weight": "model.shared.weight",
+                }
+            )
+        if config.tie_word_embeddings:
+            source = (
+                "model.shared.weight"
+                if config.share_encoder_decoder_embeddings
+                else ("model.decoder.embed_tokens.weight")
+            )
+            tied["lm_head.weight"] = source
+        self._tied_weights_keys = tied
+        self.post_init()
+        # §6.1 decoding: beam size 4, length penalty alpha 0.6, stop when no beam can improve. A saved
+        # generation_config.json (written by `save_pretrained`) carries these and overrides them on load.
+        self.generation_config.num_beams = 4
+        self.generation_config.length_penalty = 0.6
+        self.generation_config.early_stopping = True
+        self.generation_config.max_length = min(512, config.max_position_embeddings)
+
+    def get_encoder(self):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def forward(
+        self,
+        input_ids: torch.LongTensor | None = None,
+        attention_mask: torch.Tensor | None = None,
+        decoder_input_ids: torch.LongTensor | None = None,
+        decoder_attention_mask: torch.Tensor | None = None,
+        encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
+        past_key_values: Cache | None = None,
+        inputs_embeds: torch.Tensor | None = None,
+        decoder_inputs_embeds: torch.Tensor | None = None,
+        labels: torch.LongTensor | None = None,
+        use_cache: bool | None = None,
+        output_attentions: bool | None = None,
+        output_hidden_states: bool | None = None,
+        return_dict: bool | None = None,
+        logits_to_keep: int = 0,
+        num_items_in_batch: int | torch.Tensor | None = None,
+        **kwargs,
+    ) -> Seq2SeqLMOutput:
+        r"""
+        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*):
+            Target tokens ending in `</s>`, -100 where ignored. Without `decoder_input_ids`, the decoder input
+            is `shift_tokens_right(labels)` (teacher forcing).
+        logits_to_keep: if > 0, compute logits for the last `logits_to_keep` positions only.
+        num_items_in_batch: number of non-ignored label tokens over all accumulated micro-batches
+            (passed by the Trainer); the loss is then a sum divided by it.
+        """
+        if labels is not None:
+            use_cache = False
+            if decoder_input_ids is None and decoder_inputs_embeds is None:
+                decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
+
+        outputs = self.model(
+            input_ids,
+            attention_mask=attention_mask,
+            decoder_input_ids=decoder_input_ids,
+            encoder_outputs=encoder_outputs,
+            decoder_attention_mask=decoder_attention_mask,
+            past_key_values=past_key_values,
+            inputs_embeds=inputs_embeds,
+            decoder_inputs_embeds=decoder_inputs_embeds,
+            use_cache=use_cache,
+            output_attentions=output_attentions,
+            output_hidden_states=output_hidden_states,
+            **kwargs,
+        )
+        hidden_states = outputs.last_hidden_state
+        if logits_to_keep:
+            hidden_states = hidden_states[:, -logits_to_keep:, :]
+        logits = self.lm_head(hidden_states)  # (B, T, V)
+
+        loss = None
+        if labels is not None:
+            loss = self.label_smoothed_loss(logits, labels, num_items_in_batch=num_items_in_batch)
+
+        output = Seq2SeqLMOutput(
+            loss=loss,
+            logits=logits,
+            past_key_values=outputs.past_key_values,
+            decoder_hidden_states=outputs.decoder_hidden_states,
+            decoder_attentions=outputs.decoder_attentions,
+            cross_attentions=outputs.cross_attentions,
+            encoder_last_hidden_state=outputs.encoder_last_hidden_state,
+            encoder_hidden_states=outputs.encoder_hidden_states,
+            encoder_attentions=outputs.encoder_attentions,
+        )
+        return output if return_dict is not False else output.to_tuple()
+
+    def label_smoothed_loss(
+        self,
+        logits: torch.Tensor,
+        labels: torch.Tensor,
+        num_items_in_batch: int | torch.Tensor | None = None,
+    ) -> torch.Tensor:
+        """Label-smoothed cross-entropy (§5.4), computed in float32, ignoring -100."""
+        logits = logits.float().view(-1, logits.size(-1))
+        labels = labels.to(logits.device).view(-1)
+        reduction = "mean" if num_items_in_batch is None else "sum"
+        loss = nn.functional.cross_entropy(
+            logits,
+            labels,
+            ignore_index=-100,
+            reduction=reduction,
+            label_smoothing=self.config.label_smoothing,
+        )
+        if num_items_in_batch is not None:
+            if torch.is_tensor(num_items_in_batch):
+                num_items_in_batch = num_items_in_batch.to(loss.device)
+            loss = loss / num_items_in_batch
+        return loss
+
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+
+__all__ = [
+    "VanillaTransformerForConditionalGeneration",
+    "VanillaTransformerModel",
+    "VanillaTransformerPreTrainedModel",
+    "shift_tokens_right",
+    "sinusoidal_position_table",
+]

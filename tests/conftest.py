@@ -1,0 +1,64 @@
+import os
+
+# No test may reach the Hub: fail fast instead of hanging on the network.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
+
+from hf_vanilla_transformer import (  # noqa: E402
+    VanillaTransformerConfig,
+    VanillaTransformerForConditionalGeneration,
+)
+
+TINY_VOCAB = 40
+
+
+def tiny_config(**overrides) -> VanillaTransformerConfig:
+    """A model small enough for unit tests: d_model 32, 2+2 layers, 4 heads, vocabulary of 40."""
+    return VanillaTransformerConfig.from_preset("transformer-tiny", vocab_size=TINY_VOCAB, **overrides)
+
+
+@pytest.fixture
+def tiny_model() -> VanillaTransformerForConditionalGeneration:
+    torch.manual_seed(0)
+    return VanillaTransformerForConditionalGeneration(tiny_config()).eval()
+
+
+@pytest.fixture
+def padded_batch() -> dict[str, torch.Tensor]:
+    """Three source rows of lengths 7, 4 and 6 (token ids 4.., no specials), right-padded with 0."""
+    generator = torch.Generator().manual_seed(1)
+    input_ids = torch.randint(4, TINY_VOCAB, (3, 7), generator=generator)
+    attention_mask = torch.ones_like(input_ids)
+    for row, length in enumerate((7, 4, 6)):
+        input_ids[row, length:] = 0
+        attention_mask[row, length:] = 0
+    return {"input_ids": input_ids, "attention_mask": attention_mask}
+
+
+WORDS = "ein hund läuft im park a dog runs in the park zwei katzen schlafen two cats sleep".split()
+
+
+@pytest.fixture(scope="session")
+def word_tokenizer():
+    """A word-level tokenizer with the package's special-token ids (<pad> 0, <s> 1, </s> 2, <unk> 3),
+    built in memory so that model tests do not depend on tokenizer training."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {tok: i for i, tok in enumerate(["<pad>", "<s>", "</s>", "<unk>", *WORDS])}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+        model_max_length=64,
+    )

@@ -1,0 +1,250 @@
+"""Loading the way users do: save/load, Auto classes, trust_remote_code in a fresh process, the pipeline,
+every generate() strategy, and the Trainer."""
+
+import json
+import subprocess
+import sys
+import textwrap
+
+import pytest
+import torch
+from safetensors import safe_open
+from transformers import (
+    AutoConfig,
+    AutoModel,
+    AutoModelForSeq2SeqLM,
+    DataCollatorForSeq2Seq,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    TextIteratorStreamer,
+    pipeline,
+)
+
+from hf_vanilla_transformer import (
+    PIPELINE_TASK,
+    VanillaTransformerConfig,
+    VanillaTransformerForConditionalGeneration,
+    VanillaTransformerModel,
+)
+from hf_vanilla_transformer.saving import save_model_folder
+
+from .conftest import tiny_config
+
+DECODER_INPUT = [[1, 5, 6, 7]]
+
+
+def test_save_load_round_trip_keeps_tying_and_logits(tmp_path, tiny_model, padded_batch):
+    tiny_model.save_pretrained(tmp_path)
+    assert (tmp_path / "model.safetensors").exists() and not list(tmp_path.glob("*.bin"))
+    with safe_open(tmp_path / "model.safetensors", "pt") as f:
+        keys = set(f.keys())
+    # The shared matrix is stored once; the sinusoidal tables are not weights at all.
+    assert sum("embed_tokens" in k or "shared" in k or "lm_head" in k for k in keys) == 1
+    assert not any("embed_positions" in k for k in keys)
+
+    loaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(
+        tmp_path, output_loading_info=True
+    )
+    assert info["missing_keys"] == set() or not info["missing_keys"]
+    assert not info["unexpected_keys"]
+    assert loaded.lm_head.weight is loaded.model.shared.weight
+    assert loaded.model.decoder.embed_tokens is loaded.model.shared
+    decoder_input_ids = torch.tensor(DECODER_INPUT * 3)
+    with torch.no_grad():
+        expected = tiny_model(**padded_batch, decoder_input_ids=decoder_input_ids).logits
+        actual = loaded.eval()(**padded_batch, decoder_input_ids=decoder_input_ids).logits
+    torch.testing.assert_close(actual, expected, atol=0, rtol=0)
+    gen = json.loads((tmp_path / "generation_config.json").read_text())
+    assert (gen["num_beams"], gen["length_penalty"]) == (4, 0.6)  # §6.1
+
+
+def test_untied_model_round_trip(tmp_path, padded_batch):
+    config = tiny_config(
+        share_encoder_decoder_embeddings=False, tie_word_embeddings=False, decoder_vocab_size=30
+    )
+    model = VanillaTransformerForConditionalGeneration(config).eval()
+    model.save_pretrained(tmp_path)
+    loaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(
+        tmp_path, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    assert loaded.lm_head.weight is not loaded.model.decoder.embed_tokens.weight
+    decoder_input_ids = torch.tensor(DECODER_INPUT * 3)
+    with torch.no_grad():
+        torch.testing.assert_close(
+            loaded.eval()(**padded_batch, decoder_input_ids=decoder_input_ids).logits,
+            model(**padded_batch, decoder_input_ids=decoder_input_ids).logits,
+        )
+
+
+def test_auto_classes_know_the_model(tmp_path, tiny_model):
+    tiny_model.save_pretrained(tmp_path)
+    assert isinstance(AutoConfig.from_pretrained(tmp_path), VanillaTransformerConfig)
+    assert isinstance(
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path), VanillaTransformerForConditionalGeneration
+    )
+    assert isinstance(AutoModel.from_config(tiny_model.config), VanillaTransformerModel)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert config["model_type"] == "vanilla_transformer"
+    assert config["auto_map"]["AutoModelForSeq2SeqLM"].endswith("VanillaTransformerForConditionalGeneration")
+    assert (tmp_path / "modeling_vanilla_transformer.py").exists()
+
+
+def test_corrupt_checkpoint_gives_clear_error(tmp_path, tiny_model):
+    tiny_model.save_pretrained(tmp_path)
+    weights = tmp_path / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    with pytest.raises(OSError, match=rf"{tmp_path}.*truncated or corrupt.*save the model again"):
+        VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path)
+    with pytest.raises(OSError, match="truncated or corrupt"):
+        AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+
+
+REMOTE_CODE_SCRIPT = textwrap.dedent(
+    """
+    import json, sys
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+    folder = sys.argv[1]
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+    batch = json.loads(sys.argv[2])
+    with torch.no_grad():
+        logits = model(input_ids=torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"]),
+                       decoder_input_ids=torch.tensor(batch["decoder_input_ids"])).logits
+    # As for any model with custom code, AutoTokenizer reads config.json and so is told to trust it too.
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    pipe = pipeline(model=folder, trust_remote_code=True)
+    texts = pipe(["ein hund läuft", "zwei katzen schlafen im park"], num_beams=2, max_new_tokens=5)
+    assert "hf_vanilla_transformer" not in sys.modules, "the package must not be needed"
+    print(json.dumps({"logits": logits.tolist(), "class": type(model).__name__, "tokenizer": type(tokenizer).__name__,
+                      "texts": texts}))
+    """
+)
+
+
+def test_trust_remote_code_load_in_fresh_process(tmp_path, tiny_model, padded_batch, word_tokenizer):
+    save_model_folder(tiny_model, word_tokenizer, tmp_path)
+    config = json.loads((tmp_path / "config.json").read_text())
+    assert PIPELINE_TASK in config["custom_pipelines"]
+    assert (tmp_path / "pipeline_seq2seq.py").exists()
+    decoder_input_ids = torch.tensor(DECODER_INPUT * 3)
+    batch = {
+        **{k: v.tolist() for k, v in padded_batch.items()},
+        "decoder_input_ids": decoder_input_ids.tolist(),
+    }
+    result = subprocess.run(
+        [sys.executable, "-c", REMOTE_CODE_SCRIPT, str(tmp_path), json.dumps(batch)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    output = json.loads(result.stdout.strip().splitlines()[-1])
+    assert output["class"] == "VanillaTransformerForConditionalGeneration"
+    assert output["tokenizer"] in ("TokenizersBackend", "PreTrainedTokenizerFast")  # a fast (Rust) tokenizer
+    with torch.no_grad():
+        expected = tiny_model(**padded_batch, decoder_input_ids=decoder_input_ids).logits
+    torch.testing.assert_close(torch.tensor(output["logits"]), expected, atol=1e-6, rtol=0)
+    assert len(output["texts"]) == 2 and all(isinstance(t[0]["generated_text"], str) for t in output["texts"])
+
+
+# 8. Pipeline -------------------------------------------------------------------------------------------
+
+
+def test_registered_pipeline_text_in_text_out(tiny_model, word_tokenizer):
+    pipe = pipeline(PIPELINE_TASK, model=tiny_model, tokenizer=word_tokenizer)
+    single = pipe("ein hund läuft im park", num_beams=1, max_new_tokens=6)
+    assert isinstance(single, list) and isinstance(single[0]["generated_text"], str)
+    expected_ids = tiny_model.generate(
+        **word_tokenizer("ein hund läuft im park", return_tensors="pt"), num_beams=1, max_new_tokens=6
+    )
+    assert single[0]["generated_text"] == word_tokenizer.decode(expected_ids[0], skip_special_tokens=True)
+
+    batched = pipe(
+        ["ein hund", "zwei katzen schlafen im park", "a dog"], batch_size=2, num_beams=1, max_new_tokens=6
+    )
+    assert len(batched) == 3
+    for text, result in zip(["ein hund", "zwei katzen schlafen im park", "a dog"], batched, strict=True):
+        assert result == pipe(text, num_beams=1, max_new_tokens=6)  # batching with padding changes nothing
+
+    several = pipe("a dog runs", num_beams=3, num_return_sequences=3, max_new_tokens=4)
+    assert len(several) == 3
+
+
+def test_pipeline_rejects_non_text(tiny_model, word_tokenizer):
+    pipe = pipeline(PIPELINE_TASK, model=tiny_model, tokenizer=word_tokenizer)
+    with pytest.raises(TypeError, match="string"):
+        pipe(123)
+
+
+# generate() strategies ---------------------------------------------------------------------------------
+
+
+def test_every_generate_strategy_runs(tiny_model, padded_batch, word_tokenizer):
+    torch.manual_seed(0)
+    greedy = tiny_model.generate(**padded_batch, num_beams=1, max_new_tokens=5)
+    assert greedy.shape[0] == 3 and greedy[:, 0].eq(1).all()  # starts with decoder_start_token_id
+    beams = tiny_model.generate(
+        **padded_batch,
+        num_beams=4,
+        num_return_sequences=2,
+        length_penalty=0.6,
+        early_stopping=True,
+        max_new_tokens=5,
+    )
+    assert beams.shape[0] == 6
+    sampled = tiny_model.generate(
+        **padded_batch, do_sample=True, temperature=0.7, top_k=5, top_p=0.9, num_beams=1, max_new_tokens=5
+    )
+    assert sampled.shape[0] == 3
+    no_repeat = tiny_model.generate(
+        **padded_batch, num_beams=1, no_repeat_ngram_size=1, max_new_tokens=8, min_new_tokens=8
+    )
+    for row in no_repeat[:, 1:].tolist():
+        assert len(row) == len(set(row)), row
+
+    streamer = TextIteratorStreamer(word_tokenizer, skip_special_tokens=True)
+    inputs = word_tokenizer("ein hund läuft", return_tensors="pt")
+    tiny_model.generate(**inputs, num_beams=1, max_new_tokens=4, streamer=streamer)
+    streamed = "".join(streamer)
+    direct = tiny_model.generate(**inputs, num_beams=1, max_new_tokens=4)
+    assert streamed.split() == word_tokenizer.decode(direct[0], skip_special_tokens=True).split()
+
+
+def test_default_generate_uses_paper_beam_settings(tiny_model, padded_batch):
+    out = tiny_model.generate(
+        **padded_batch, max_new_tokens=4, return_dict_in_generate=True, output_scores=True
+    )
+    assert out.beam_indices is not None  # beam search (num_beams=4) without asking for it
+
+
+# Training ---------------------------------------------------------------------------------------------
+
+
+def test_seq2seq_trainer_runs_two_steps(tmp_path, tiny_model, word_tokenizer):
+    pairs = [("ein hund läuft", "a dog runs"), ("zwei katzen schlafen", "two cats sleep")] * 4
+    features = [word_tokenizer(src, text_target=tgt) for src, tgt in pairs]
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path),
+        max_steps=2,
+        per_device_train_batch_size=4,
+        gradient_accumulation_steps=2,
+        learning_rate=1e-3,
+        report_to=[],
+        save_strategy="no",
+        logging_steps=1,
+        use_cpu=True,
+    )
+    before = tiny_model.model.shared.weight.detach().clone()
+    trainer = Seq2SeqTrainer(
+        model=tiny_model.train(),
+        args=args,
+        train_dataset=features,
+        data_collator=DataCollatorForSeq2Seq(word_tokenizer, model=tiny_model),
+    )
+    result = trainer.train()
+    assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
+    assert not torch.equal(before, tiny_model.model.shared.weight)
+    assert trainer.model_accepts_loss_kwargs  # so it passes num_items_in_batch

@@ -1,0 +1,271 @@
+"""The paper's training recipe (§5) on top of `Seq2SeqTrainer`: schedule, token-budget batches, loss plots,
+checkpoint averaging.
+
+What comes from libraries: the optimizer (Adam in `Seq2SeqTrainingArguments`), the warmup + inverse
+square-root schedule (transformers' `inverse_sqrt`), label smoothing (`torch.nn.functional.cross_entropy`,
+inside the model), padding (`DataCollatorForSeq2Seq`), distributed sharding and mixed precision
+(Accelerate, through the Trainer). What is written here because no well-kept library offers it for the
+Trainer: batches filled up to a token budget (fairseq's `--max-tokens`, which is how the paper batched,
+§5.1), and averaging the weights of the last N checkpoints (§6.1).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import re
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+import torch
+from safetensors.torch import load_file
+from transformers import Seq2SeqTrainer, TrainerCallback
+from transformers.trainer_pt_utils import BatchRebalanceSampler
+
+logger = logging.getLogger(__name__)
+
+LOSS_PLOT_NAME = "loss_curves.png"
+LOSS_LOG_NAME = "loss_log.jsonl"
+
+
+# Schedule ------------------------------------------------------------------------------------------------
+
+
+def paper_peak_learning_rate(d_model: int, warmup_steps: int) -> float:
+    """Peak of eq. 3, reached at step `warmup_steps`: d_model^-0.5 · warmup_steps^-0.5.
+
+    With this as `learning_rate`, transformers' `inverse_sqrt` schedule (linear warmup, then decay as
+    1/sqrt(step)) is exactly eq. 3: lrate = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5).
+    """
+    if d_model < 1 or warmup_steps < 1:
+        raise ValueError(f"d_model ({d_model}) and warmup_steps ({warmup_steps}) must be positive.")
+    return d_model**-0.5 * warmup_steps**-0.5
+
+
+def paper_learning_rate(step: int, d_model: int, warmup_steps: int) -> float:
+    """Eq. 3 as the paper writes it (for checking the schedule, not for training)."""
+    if step == 0:
+        return 0.0
+    return d_model**-0.5 * min(step**-0.5, step * warmup_steps**-1.5)
+
+
+# Batching ------------------------------------------------------------------------------------------------
+
+
+class TokenBudgetBatchSampler(BatchRebalanceSampler):
+    """Batches of similar-length examples holding at most `max_tokens` padded tokens each (§5.1; fairseq's
+    `--max-tokens`), instead of a fixed number of sentences.
+
+    A batch's cost is `len(batch) * max(lengths in batch)`: what it occupies after padding. Batches are
+    formed once from the examples sorted by length (ties broken by a seeded shuffle); each epoch shuffles
+    the order of the batches with `seed + epoch`, so runs are reproducible and a resumed run sees the same
+    batches. Under data parallelism, each of `num_replicas` ranks takes every `num_replicas`-th batch; the
+    list is padded with repeated batches so all ranks take the same number of steps.
+
+    It derives from transformers' `BatchRebalanceSampler` only for what the Trainer does with that type:
+    pass it as a `batch_sampler` and not shard it a second time (this sampler is already rank-aware).
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        max_tokens: int,
+        max_sentences: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
+        if max_tokens < 1:
+            raise ValueError(f"`max_tokens` must be positive, got {max_tokens}.")
+        longest = max(lengths) if len(lengths) else 0
+        if longest > max_tokens:
+            raise ValueError(
+                f"An example of {longest} tokens exceeds the batch budget `max_tokens={max_tokens}`: raise the "
+                "budget or filter long examples out first."
+            )
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"`rank` ({rank}) must be in [0, num_replicas={num_replicas}).")
+        self.max_tokens = max_tokens
+        self.max_sentences = max_sentences
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.batches = self._make_batches(list(lengths))
+
+    def _make_batches(self, lengths: list[int]) -> list[list[int]]:
+        order = list(range(len(lengths)))
+        random.Random(self.seed).shuffle(order)  # random tie-breaking among equal lengths
+        order.sort(key=lambda i: lengths[i])
+        batches, batch, batch_max = [], [], 0
+        for index in order:
+            new_max = max(batch_max, lengths[index])
+            full = (len(batch) + 1) * new_max > self.max_tokens or (
+                self.max_sentences is not None and len(batch) >= self.max_sentences
+            )
+            if batch and full:
+                batches.append(batch)
+                batch, new_max = [], lengths[index]
+            batch.append(index)
+            batch_max = new_max
+        if batch:
+            batches.append(batch)
+        if self.num_replicas > 1 and len(batches) % self.num_replicas:
+            batches += batches[: self.num_replicas - len(batches) % self.num_replicas]
+        return batches
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(range(len(self.batches)))
+        if self.shuffle:
+            random.Random(self.seed + self.epoch).shuffle(order)
+        for position in order[self.rank :: self.num_replicas]:
+            yield self.batches[position]
+
+    def __len__(self) -> int:
+        return len(self.batches) // self.num_replicas
+
+
+def example_lengths(dataset) -> list[int]:
+    """Padded cost of each tokenized example: the longer of its source and its target."""
+    if hasattr(dataset, "column_names"):  # a `datasets.Dataset`: read two columns, not every row
+        return [max(len(s), len(t)) for s, t in zip(dataset["input_ids"], dataset["labels"], strict=True)]
+    return [max(len(example["input_ids"]), len(example["labels"])) for example in dataset]
+
+
+class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`TokenBudgetBatchSampler`)
+    instead of a fixed `per_device_train_batch_size`. Everything else is the stock Trainer."""
+
+    def __init__(self, *args, max_tokens: int | None = None, **kwargs):
+        self.max_tokens = max_tokens
+        super().__init__(*args, **kwargs)
+
+    def _get_train_sampler(self, train_dataset=None):
+        if self.max_tokens is None:
+            return super()._get_train_sampler(train_dataset)
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        return TokenBudgetBatchSampler(
+            example_lengths(dataset),
+            max_tokens=self.max_tokens,
+            seed=self.args.seed,
+            num_replicas=self.args.world_size,
+            rank=self.args.process_index,
+        )
+
+
+# Logging -------------------------------------------------------------------------------------------------
+
+
+class LossPlotCallback(TrainerCallback):
+    """Keeps a log of training and validation loss next to the checkpoints (`loss_log.jsonl`) and redraws
+    `loss_curves.png` there at every evaluation and at the end: people would rather look than read."""
+
+    def __init__(self):
+        self.train: list[tuple[int, float]] = []
+        self.eval: list[tuple[int, float]] = []
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or not logs:
+            return
+        record = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, int | float)}}
+        if "loss" in logs:
+            self.train.append((state.global_step, float(logs["loss"])))
+        if "eval_loss" in logs:
+            self.eval.append((state.global_step, float(logs["eval_loss"])))
+        out = Path(args.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        with open(out / LOSS_LOG_NAME, "a", encoding="utf-8") as log_file:
+            log_file.write(json.dumps(record) + "\n")
+        if "eval_loss" in logs:
+            self.plot(out / LOSS_PLOT_NAME)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero and (self.train or self.eval):
+            self.plot(Path(args.output_dir) / LOSS_PLOT_NAME)
+
+    def plot(self, path: Path) -> None:
+        plot_loss_curves(self.train, self.eval, path)
+
+
+def plot_loss_curves(train: list[tuple[int, float]], evaluation: list[tuple[int, float]], path: Path) -> None:
+    """Draw training and validation loss against the optimizer step into a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # no display on servers
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(7, 4))
+    if train:
+        ax.plot(*zip(*train, strict=True), label="training loss", linewidth=1)
+    if evaluation:
+        ax.plot(*zip(*evaluation, strict=True), "o-", label="validation loss")
+    ax.set_xlabel("optimizer step")
+    ax.set_ylabel("loss (label-smoothed cross-entropy)")
+    ax.grid(alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+# Checkpoint averaging ------------------------------------------------------------------------------------
+
+
+def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
+    """The `n` most recent `checkpoint-<step>` folders of a Trainer run, oldest first."""
+    run_dir = Path(run_dir)
+    found = sorted(
+        (p for p in run_dir.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()),
+        key=lambda p: int(p.name.split("-")[1]),
+    )
+    if len(found) < n:
+        raise ValueError(
+            f"Asked to average {n} checkpoints but {run_dir} has {len(found)}: "
+            f"{[p.name for p in found] or 'none'}. Train with a larger `save_total_limit` or average fewer."
+        )
+    return found[-n:]
+
+
+def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Path) -> Path:
+    """Average the weights of several checkpoints of one model (§6.1: "averaging the last 5 checkpoints")
+    and write a normal `save_pretrained` folder (config, generation config and tokenizer of the last one)."""
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+    if not checkpoints:
+        raise ValueError("No checkpoints to average.")
+    total: dict[str, torch.Tensor] = {}
+    for checkpoint in checkpoints:
+        weights = Path(checkpoint) / "model.safetensors"
+        if not weights.exists():
+            raise FileNotFoundError(f"{weights} not found: each checkpoint must hold safetensors weights.")
+        state = load_file(weights)
+        if total and state.keys() != total.keys():
+            raise ValueError(f"{checkpoint} holds different weights from {checkpoints[0]}: not the same model.")
+        for name, tensor in state.items():
+            total[name] = total.get(name, 0) + tensor.double()
+    last = Path(checkpoints[-1])
+    model = AutoModelForSeq2SeqLM.from_pretrained(last)
+    averaged = {name: (tensor / len(checkpoints)).to(model.state_dict()[name].dtype) for name, tensor in total.items()}
+    missing, unexpected = model.load_state_dict(averaged, strict=False)
+    if unexpected or any(not _is_tied_or_buffer(model, key) for key in missing):
+        raise ValueError(f"Checkpoint weights do not fit the model: missing {missing}, unexpected {unexpected}.")
+    model.tie_weights()
+    output_dir = Path(output_dir)
+    model.save_pretrained(output_dir)
+    try:
+        AutoTokenizer.from_pretrained(last).save_pretrained(output_dir)
+    except (OSError, ValueError):
+        logger.warning("No tokenizer in %s; the averaged model folder has none.", last)
+    (output_dir / "averaged_from.json").write_text(json.dumps([str(c) for c in checkpoints], indent=2))
+    return output_dir
+
+
+def _is_tied_or_buffer(model, key: str) -> bool:
+    """Keys absent from a safetensors file by design: tied copies and non-persistent buffers."""
+    return key in model.get_expanded_tied_weights_keys(all_submodels=True) or "embed_positions" in key

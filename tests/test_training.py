@@ -1,0 +1,142 @@
+"""The training recipe: eq. 3 schedule, token-budget batches, resume, loss plot, checkpoint averaging."""
+
+import json
+
+import pytest
+import torch
+from datasets import Dataset
+from safetensors.torch import load_file
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments, get_scheduler
+
+from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.training import (
+    LOSS_LOG_NAME,
+    LOSS_PLOT_NAME,
+    LossPlotCallback,
+    TokenBudgetBatchSampler,
+    TokenBudgetSeq2SeqTrainer,
+    average_checkpoints,
+    last_checkpoints,
+    paper_learning_rate,
+    paper_peak_learning_rate,
+)
+
+from .conftest import tiny_config
+
+
+def test_inverse_sqrt_schedule_with_paper_peak_is_equation_3():
+    d_model, warmup = 512, 4000
+    param = torch.nn.Parameter(torch.zeros(1))
+    optimizer = torch.optim.Adam([param], lr=paper_peak_learning_rate(d_model, warmup), betas=(0.9, 0.98), eps=1e-9)
+    scheduler = get_scheduler("inverse_sqrt", optimizer, num_warmup_steps=warmup)
+    checked = 0
+    for step in range(1, 20001):
+        optimizer.step()
+        scheduler.step()
+        if step in (1, 100, 3999, 4000, 4001, 10000, 20000):
+            assert scheduler.get_last_lr()[0] == pytest.approx(paper_learning_rate(step, d_model, warmup), rel=1e-9)
+            checked += 1
+    assert checked == 7
+    assert paper_learning_rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
+
+
+def test_token_budget_batches_cover_everything_within_budget():
+    lengths = [((i * 7919) % 50) + 1 for i in range(500)]
+    sampler = TokenBudgetBatchSampler(lengths, max_tokens=200, seed=3)
+    batches = list(sampler)
+    assert len(batches) == len(sampler)
+    seen = sorted(i for batch in batches for i in batch)
+    assert seen == list(range(500))  # every example exactly once
+    for batch in batches:
+        assert len(batch) * max(lengths[i] for i in batch) <= 200
+    # similar lengths together: short examples get big batches, long ones small batches
+    sizes = {max(lengths[i] for i in b): len(b) for b in batches}
+    assert sizes[min(sizes)] > sizes[max(sizes)]
+    assert list(TokenBudgetBatchSampler(lengths, max_tokens=200, seed=3)) == batches  # reproducible
+    sampler.set_epoch(1)
+    assert list(sampler) != batches and sorted(map(tuple, sampler)) == sorted(map(tuple, batches))
+
+
+def test_token_budget_batches_are_sharded_across_ranks():
+    lengths = [((i * 31) % 40) + 1 for i in range(301)]
+    ranks = [TokenBudgetBatchSampler(lengths, max_tokens=120, seed=0, num_replicas=2, rank=r) for r in (0, 1)]
+    assert len(ranks[0]) == len(ranks[1]) == len(list(ranks[0])) == len(list(ranks[1]))
+    first = {tuple(b) for b in ranks[0]}
+    second = {tuple(b) for b in ranks[1]}
+    covered = {i for batch in first | second for i in batch}
+    assert covered == set(range(301))
+    assert len(first & second) <= 1  # at most the one batch repeated to even out the ranks
+
+
+def test_token_budget_rejects_impossible_budget():
+    with pytest.raises(ValueError, match="exceeds the batch budget `max_tokens=10`"):
+        TokenBudgetBatchSampler([3, 12, 5], max_tokens=10)
+
+
+def _features(word_tokenizer):
+    pairs = [
+        ("ein hund läuft im park", "a dog runs in the park"),
+        ("zwei katzen schlafen", "two cats sleep"),
+        ("ein hund", "a dog"),
+        ("zwei katzen schlafen im park", "two cats sleep in the park"),
+    ] * 6
+    return Dataset.from_list([dict(word_tokenizer(src, text_target=tgt)) for src, tgt in pairs])
+
+
+def _trainer(tmp_path, word_tokenizer, max_steps, **kwargs):
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config())
+    args = Seq2SeqTrainingArguments(
+        output_dir=str(tmp_path), max_steps=max_steps, learning_rate=paper_peak_learning_rate(32, 4),
+        lr_scheduler_type="inverse_sqrt", warmup_steps=4, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
+        weight_decay=0.0, optim="adamw_torch", report_to=[], logging_steps=1, use_cpu=True, seed=0,
+        save_strategy="steps", save_steps=3, dataloader_num_workers=0, **kwargs,
+    )
+    features = _features(word_tokenizer)
+    return TokenBudgetSeq2SeqTrainer(
+        model=model, args=args, train_dataset=features, eval_dataset=features.select(range(4)),
+        data_collator=DataCollatorForSeq2Seq(word_tokenizer, model=model), max_tokens=40,
+        callbacks=[LossPlotCallback()],
+    )
+
+
+def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_tokenizer):
+    uninterrupted = _trainer(tmp_path / "full", word_tokenizer, max_steps=6)
+    uninterrupted.train()
+    reference = {k: v.clone() for k, v in uninterrupted.model.state_dict().items()}
+
+    killed = _trainer(tmp_path / "killed", word_tokenizer, max_steps=3)  # stands for a run killed after step 3
+    killed.train()
+    resumed = _trainer(tmp_path / "killed", word_tokenizer, max_steps=6)
+    resumed.train(resume_from_checkpoint=str(tmp_path / "killed" / "checkpoint-3"))
+    assert resumed.state.global_step == 6
+    for name, tensor in resumed.model.state_dict().items():
+        torch.testing.assert_close(tensor, reference[name], atol=1e-6, rtol=1e-5, msg=name)
+    optimizer_state = resumed.optimizer.state_dict()["state"]
+    assert all(int(s["step"]) == 6 for s in optimizer_state.values())
+    assert resumed.lr_scheduler.last_epoch == 6
+
+
+def test_loss_log_and_plot_written_next_to_checkpoints(tmp_path, word_tokenizer):
+    trainer = _trainer(tmp_path, word_tokenizer, max_steps=4, eval_strategy="steps", eval_steps=2)
+    trainer.train()
+    records = [json.loads(line) for line in (tmp_path / LOSS_LOG_NAME).read_text().splitlines()]
+    assert any("loss" in r for r in records) and any("eval_loss" in r for r in records)
+    png = (tmp_path / LOSS_PLOT_NAME).read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 5000
+
+
+def test_checkpoint_averaging_writes_mean_weights(tmp_path, word_tokenizer):
+    trainer = _trainer(tmp_path, word_tokenizer, max_steps=6)
+    trainer.train()
+    checkpoints = last_checkpoints(tmp_path, 2)
+    assert [c.name for c in checkpoints] == ["checkpoint-3", "checkpoint-6"]
+    out = average_checkpoints(checkpoints, tmp_path / "averaged")
+    a, b = (load_file(c / "model.safetensors") for c in checkpoints)
+    averaged = load_file(out / "model.safetensors")
+    for name in a:
+        torch.testing.assert_close(averaged[name], (a[name] + b[name]) / 2)
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(out)
+    assert model.lm_head.weight is model.model.shared.weight
+    with pytest.raises(ValueError, match="has 2"):
+        last_checkpoints(tmp_path, 5)

@@ -16,16 +16,22 @@ import logging
 import random
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
 from safetensors.torch import load_file
-from transformers import Seq2SeqTrainer, TrainerCallback
+from transformers import SchedulerType, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
 from transformers.trainer_pt_utils import BatchRebalanceSampler
+
+from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from .data.preprocessing import build_seq2seq_collator
+from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 
 logger = logging.getLogger(__name__)
 
 LOSS_PLOT_NAME = "loss_curves.png"
+TASK_METRIC = "task_metric"  # stands for the task's own metric in `metric_for_best_model`
 LOSS_LOG_NAME = "loss_log.jsonl"
 
 
@@ -246,15 +252,21 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
             raise FileNotFoundError(f"{weights} not found: each checkpoint must hold safetensors weights.")
         state = load_file(weights)
         if total and state.keys() != total.keys():
-            raise ValueError(f"{checkpoint} holds different weights from {checkpoints[0]}: not the same model.")
+            raise ValueError(
+                f"{checkpoint} holds different weights from {checkpoints[0]}: not the same model."
+            )
         for name, tensor in state.items():
             total[name] = total.get(name, 0) + tensor.double()
     last = Path(checkpoints[-1])
     model = AutoModelForSeq2SeqLM.from_pretrained(last)
-    averaged = {name: (tensor / len(checkpoints)).to(model.state_dict()[name].dtype) for name, tensor in total.items()}
+    averaged = {
+        name: (tensor / len(checkpoints)).to(model.state_dict()[name].dtype) for name, tensor in total.items()
+    }
     missing, unexpected = model.load_state_dict(averaged, strict=False)
     if unexpected or any(not _is_tied_or_buffer(model, key) for key in missing):
-        raise ValueError(f"Checkpoint weights do not fit the model: missing {missing}, unexpected {unexpected}.")
+        raise ValueError(
+            f"Checkpoint weights do not fit the model: missing {missing}, unexpected {unexpected}."
+        )
     model.tie_weights()
     output_dir = Path(output_dir)
     model.save_pretrained(output_dir)
@@ -269,3 +281,147 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
 def _is_tied_or_buffer(model, key: str) -> bool:
     """Keys absent from a safetensors file by design: tied copies and non-persistent buffers."""
     return key in model.get_expanded_tied_weights_keys(all_submodels=True) or "embed_positions" in key
+
+
+# The training job ------------------------------------------------------------------------------------------
+
+
+@dataclass
+class ModelArguments:
+    """Which model to train: a named preset plus overrides, a config JSON, or a saved model to continue."""
+
+    preset: str = field(default="transformer-small", metadata={"help": f"One of {', '.join(PRESETS)}."})
+    config_overrides: str | None = field(
+        default=None,
+        metadata={
+            "help": "JSON object of config fields over the preset, e.g. '{\"dropout\": 0.3}', or a JSON file."
+        },
+    )
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Start from a saved model instead."}
+    )
+    attn_implementation: str = field(default="sdpa", metadata={"help": "sdpa (default) or eager."})
+
+
+@dataclass
+class RecipeArguments:
+    """How the learning rate is set (the rest of the recipe is in `PaperSeq2SeqTrainingArguments`)."""
+
+    paper_learning_rate: bool = field(
+        default=True,
+        metadata={
+            "help": "Set the peak learning rate by eq. 3 (lr_scale * d_model^-0.5 * warmup^-0.5), "
+            "ignoring --learning_rate."
+        },
+    )
+    lr_scale: float = field(default=1.0, metadata={"help": "Multiplier of the eq. 3 learning rate."})
+
+
+@dataclass
+class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
+    """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (§5.3): Adam with betas (0.9, 0.98) and
+    eps 1e-9 (torch's AdamW with no weight decay is Adam), linear warmup then inverse square-root decay over 4000 warmup steps; plus
+    generation during evaluation so the task metric can pick the best checkpoint."""
+
+    output_dir: str | None = field(default="outputs/run")
+    adam_beta1: float = field(default=0.9)
+    adam_beta2: float = field(default=0.98)
+    adam_epsilon: float = field(default=1e-9)
+    weight_decay: float = field(default=0.0)
+    lr_scheduler_type: SchedulerType | str = field(default="inverse_sqrt")
+    warmup_steps: float = field(default=4000)
+    predict_with_generate: bool = field(default=True)
+    save_total_limit: int | None = field(default=5)
+    metric_for_best_model: str | None = field(
+        default=TASK_METRIC,
+        metadata={"help": f"'{TASK_METRIC}' (default) is the task's metric: BLEU or exact match."},
+    )
+
+
+def load_config_overrides(value: str | None) -> dict:
+    """Parse `--config_overrides`: inline JSON or the path of a JSON file."""
+    if not value:
+        return {}
+    text = Path(value).read_text() if Path(value).is_file() else value
+    try:
+        overrides = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"--config_overrides is neither a JSON object nor a JSON file: {value!r} ({error})."
+        ) from error
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--config_overrides must be a JSON object of config fields, got {overrides!r}.")
+    return overrides
+
+
+def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
+    """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
+    if model_args.model_name_or_path:
+        return VanillaTransformerForConditionalGeneration.from_pretrained(
+            model_args.model_name_or_path, attn_implementation=model_args.attn_implementation
+        )
+    specials = {
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "decoder_start_token_id": tokenizer.bos_token_id,
+    }
+    config = VanillaTransformerConfig.from_preset(
+        model_args.preset,
+        vocab_size=len(tokenizer),
+        **specials,
+        **load_config_overrides(model_args.config_overrides),
+    )
+    return VanillaTransformerForConditionalGeneration._from_config(
+        config, attn_implementation=model_args.attn_implementation
+    )
+
+
+def run_training(
+    model_args: ModelArguments,
+    data_args,
+    recipe_args: RecipeArguments,
+    training_args: PaperSeq2SeqTrainingArguments,
+) -> tuple[TokenBudgetSeq2SeqTrainer, Path]:
+    """Train with `Seq2SeqTrainer` as configured, keep the best checkpoint by the task metric, and save the
+    final model folder (weights, config, code, tokenizer, pipeline) to `<output_dir>/final`."""
+    from transformers import AutoTokenizer
+
+    from .saving import save_model_folder
+    from .tasks import best_metric_name, make_compute_metrics, prepare_dataset
+
+    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    datasets_ = prepare_dataset(data_args, tokenizer)
+    model = build_model(model_args, tokenizer)
+    if recipe_args.paper_learning_rate:
+        training_args.learning_rate = recipe_args.lr_scale * paper_peak_learning_rate(
+            model.config.d_model, max(1, int(training_args.warmup_steps))
+        )
+    if training_args.metric_for_best_model == TASK_METRIC:
+        training_args.metric_for_best_model = best_metric_name(data_args.task)
+    n_params = sum(p.numel() for p in model.parameters())
+    logger.info(
+        "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
+        model_args.preset,
+        n_params / 1e6,
+        training_args.learning_rate,
+        datasets_["train"].num_rows,
+    )
+    trainer = TokenBudgetSeq2SeqTrainer(
+        model=model,
+        args=training_args,
+        train_dataset=datasets_["train"],
+        eval_dataset=datasets_.get("validation"),
+        processing_class=tokenizer,
+        data_collator=build_seq2seq_collator(tokenizer, model=model),
+        compute_metrics=make_compute_metrics(data_args.task, tokenizer)
+        if training_args.predict_with_generate
+        else None,
+        callbacks=[LossPlotCallback()],
+        max_tokens=data_args.max_tokens,
+    )
+    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
+    final = Path(training_args.output_dir) / "final"
+    if trainer.is_world_process_zero():
+        save_model_folder(trainer.model, tokenizer, final)
+    return trainer, final

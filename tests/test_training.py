@@ -27,14 +27,18 @@ from .conftest import tiny_config
 def test_inverse_sqrt_schedule_with_paper_peak_is_equation_3():
     d_model, warmup = 512, 4000
     param = torch.nn.Parameter(torch.zeros(1))
-    optimizer = torch.optim.Adam([param], lr=paper_peak_learning_rate(d_model, warmup), betas=(0.9, 0.98), eps=1e-9)
+    optimizer = torch.optim.Adam(
+        [param], lr=paper_peak_learning_rate(d_model, warmup), betas=(0.9, 0.98), eps=1e-9
+    )
     scheduler = get_scheduler("inverse_sqrt", optimizer, num_warmup_steps=warmup)
     checked = 0
     for step in range(1, 20001):
         optimizer.step()
         scheduler.step()
         if step in (1, 100, 3999, 4000, 4001, 10000, 20000):
-            assert scheduler.get_last_lr()[0] == pytest.approx(paper_learning_rate(step, d_model, warmup), rel=1e-9)
+            assert scheduler.get_last_lr()[0] == pytest.approx(
+                paper_learning_rate(step, d_model, warmup), rel=1e-9
+            )
             checked += 1
     assert checked == 7
     assert paper_learning_rate(4000, 512, 4000) == pytest.approx(512**-0.5 * 4000**-0.5)
@@ -87,15 +91,33 @@ def _trainer(tmp_path, word_tokenizer, max_steps, **kwargs):
     torch.manual_seed(0)
     model = VanillaTransformerForConditionalGeneration(tiny_config())
     args = Seq2SeqTrainingArguments(
-        output_dir=str(tmp_path), max_steps=max_steps, learning_rate=paper_peak_learning_rate(32, 4),
-        lr_scheduler_type="inverse_sqrt", warmup_steps=4, adam_beta1=0.9, adam_beta2=0.98, adam_epsilon=1e-9,
-        weight_decay=0.0, optim="adamw_torch", report_to=[], logging_steps=1, use_cpu=True, seed=0,
-        save_strategy="steps", save_steps=3, dataloader_num_workers=0, **kwargs,
+        output_dir=str(tmp_path),
+        max_steps=max_steps,
+        learning_rate=paper_peak_learning_rate(32, 4),
+        lr_scheduler_type="inverse_sqrt",
+        warmup_steps=4,
+        adam_beta1=0.9,
+        adam_beta2=0.98,
+        adam_epsilon=1e-9,
+        weight_decay=0.0,
+        optim="adamw_torch",
+        report_to=[],
+        logging_steps=1,
+        use_cpu=True,
+        seed=0,
+        save_strategy="steps",
+        save_steps=3,
+        dataloader_num_workers=0,
+        **kwargs,
     )
     features = _features(word_tokenizer)
     return TokenBudgetSeq2SeqTrainer(
-        model=model, args=args, train_dataset=features, eval_dataset=features.select(range(4)),
-        data_collator=DataCollatorForSeq2Seq(word_tokenizer, model=model), max_tokens=40,
+        model=model,
+        args=args,
+        train_dataset=features,
+        eval_dataset=features.select(range(4)),
+        data_collator=DataCollatorForSeq2Seq(word_tokenizer, model=model),
+        max_tokens=40,
         callbacks=[LossPlotCallback()],
     )
 
@@ -105,7 +127,9 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_token
     uninterrupted.train()
     reference = {k: v.clone() for k, v in uninterrupted.model.state_dict().items()}
 
-    killed = _trainer(tmp_path / "killed", word_tokenizer, max_steps=3)  # stands for a run killed after step 3
+    killed = _trainer(
+        tmp_path / "killed", word_tokenizer, max_steps=3
+    )  # stands for a run killed after step 3
     killed.train()
     resumed = _trainer(tmp_path / "killed", word_tokenizer, max_steps=6)
     resumed.train(resume_from_checkpoint=str(tmp_path / "killed" / "checkpoint-3"))

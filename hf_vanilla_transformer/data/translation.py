@@ -1,0 +1,267 @@
+"""Parallel corpora for translation: read, load, tokenize and batch.
+
+The layout everything converges on is the Hugging Face Hub's: a `datasets.DatasetDict` with `train`,
+`validation` and `test` splits and one `translation` column holding `{language: sentence}` dicts,
+e.g. `{"de": "Ein Hund rennt.", "en": "A dog runs."}` (the schema of `wmt14`, `iwslt2017`, ...).
+
+- `load_parallel_text` builds it from line-aligned plain-text files (Multi30k's raw layout works as is);
+- `load_translation_dataset` loads it from a `save_to_disk` folder, a folder of parquet files or the Hub;
+- `tokenize_translation` turns it into `input_ids`/`labels`, dropping (never truncating) too-long pairs;
+- `build_seq2seq_collator` (from `preprocessing`) pads batches for a seq2seq model.
+"""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import os
+import re
+from collections import defaultdict
+from collections.abc import Iterator, Mapping
+from pathlib import Path
+from typing import Any
+
+import datasets
+from datasets import Dataset, DatasetDict, Features, Translation
+from transformers import PreTrainedTokenizerBase
+
+from .preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
+
+logger = logging.getLogger(__name__)
+
+# Multi30k's raw files are `{prefix}.{lang}.gz`; the Hub names the splits train/validation/test.
+MULTI30K_SPLIT_FILES: dict[str, str] = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+
+_GZIP_MAGIC = b"\x1f\x8b"
+# How many offending line numbers an error or warning quotes before it says "...".
+_MAX_LINES_QUOTED = 10
+
+
+def iter_text_lines(path: str | os.PathLike) -> Iterator[str]:
+    """Yield the lines of a UTF-8 text file, gzip-compressed or not, without their line endings.
+
+    Compression is detected from the file's first bytes, not its name. A file that is not UTF-8 raises a
+    `ValueError` naming the file and the line, instead of a bare `UnicodeDecodeError` from deep inside a
+    training loop.
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No such text file: '{path}'. Check the path (and the file's extension).")
+    with path.open("rb") as probe:
+        compressed = probe.read(2) == _GZIP_MAGIC
+    opener = gzip.open if compressed else open
+    with opener(path, "rb") as f:
+        # Decode line by line (rather than text mode) so that an error can say which line is bad.
+        for line_number, raw in enumerate(f, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise ValueError(
+                    f"'{path}' is not valid UTF-8: line {line_number} has byte {raw[err.start]:#04x} at byte "
+                    f"offset {err.start}. Re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
+                ) from None
+            if line_number == 1:
+                line = line.removeprefix("\ufeff")  # a UTF-8 byte-order mark is not text
+            yield line.rstrip("\r\n")
+
+
+def _quote_line_numbers(numbers: list[int]) -> str:
+    quoted = ", ".join(str(n) for n in numbers[:_MAX_LINES_QUOTED])
+    return quoted + (", ..." if len(numbers) > _MAX_LINES_QUOTED else "")
+
+
+def _find_file(data_dir: Path, prefix: str, lang: str) -> Path:
+    """The file `{prefix}.{lang}` or `{prefix}.{lang}.gz` in `data_dir`, or an error listing what exists."""
+    for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz"):
+        if (data_dir / name).is_file():
+            return data_dir / name
+    # Name what *is* there, so that a typo in a language code or a split prefix is obvious.
+    pattern = re.compile(r"^(?P<prefix>.+?)\.(?P<lang>[A-Za-z_-]+)(?:\.gz)?$")
+    languages_by_prefix = defaultdict(set)
+    for path in data_dir.iterdir():
+        if path.is_file() and (match := pattern.match(path.name)):
+            languages_by_prefix[match["prefix"]].add(match["lang"])
+    if prefix in languages_by_prefix:
+        raise FileNotFoundError(
+            f"No file for language '{lang}' in {data_dir} (looked for {prefix}.{lang} and {prefix}.{lang}.gz); "
+            f"languages found: {', '.join(sorted(languages_by_prefix[prefix]))}."
+        )
+    # Parallel files come in pairs: a lone "README.md" is not a split.
+    prefixes = sorted(p for p, languages in languages_by_prefix.items() if len(languages) > 1)
+    raise FileNotFoundError(
+        f"No '{prefix}.*' files in {data_dir}; file prefixes found: {', '.join(prefixes) or 'none'}. "
+        "Map each split to its prefix with `split_files`, e.g. {'train': 'train', 'validation': 'val'}."
+    )
+
+
+def _read_parallel_split(
+    src_path: Path, tgt_path: Path, src_lang: str, tgt_lang: str
+) -> list[dict[str, str]]:
+    """Read two line-aligned files into `{src_lang: ..., tgt_lang: ...}` pairs, dropping empty pairs."""
+    sources = list(iter_text_lines(src_path))
+    targets = list(iter_text_lines(tgt_path))
+    if len(sources) != len(targets):
+        raise ValueError(
+            f"Parallel files differ in length: '{src_path}' has {len(sources)} lines but '{tgt_path}' has "
+            f"{len(targets)}. Line N of one must translate line N of the other; re-align or re-export them."
+        )
+    pairs, empty_lines = [], []
+    for line_number, (source, target) in enumerate(zip(sources, targets, strict=True), start=1):
+        source, target = source.strip(), target.strip()
+        # A pair with one side empty teaches nothing; drop both sides so the corpus stays aligned.
+        if not source or not target:
+            empty_lines.append(line_number)
+            continue
+        pairs.append({src_lang: source, tgt_lang: target})
+    if empty_lines:
+        logger.warning(
+            "Dropped %d pairs with an empty line in '%s' or '%s' (lines %s).",
+            len(empty_lines),
+            src_path,
+            tgt_path,
+            _quote_line_numbers(empty_lines),
+        )
+    return pairs
+
+
+def load_parallel_text(
+    data_dir: str | os.PathLike,
+    src_lang: str,
+    tgt_lang: str,
+    split_files: Mapping[str, str] | None = None,
+) -> DatasetDict:
+    """Read line-aligned plain-text files into a `DatasetDict` with the Hub's `translation` schema.
+
+    Each split is the pair of files `{prefix}.{src_lang}[.gz]` and `{prefix}.{tgt_lang}[.gz]` in `data_dir`,
+    where line N of one translates line N of the other. Lines are stripped of surrounding whitespace, and
+    pairs where either side is empty are dropped together (with a warning naming the lines).
+
+    Args:
+        data_dir: folder holding the files, e.g. Multi30k's `data/task1/raw`.
+        src_lang, tgt_lang: language codes as they appear in the file names (`de`, `en`, ...). Both languages
+            end up in the `translation` column; the direction only matters when tokenizing.
+        split_files: split name -> file prefix. Defaults to Multi30k's layout, `MULTI30K_SPLIT_FILES`
+            (`train`, `val` -> validation, `test_2016_flickr` -> test). Pass e.g.
+            `{**MULTI30K_SPLIT_FILES, "test": "test_2017_flickr"}` to pick another test set.
+
+    Returns:
+        A `DatasetDict` whose splits each have a `translation` column typed `datasets.Translation`.
+    """
+    data_dir = Path(data_dir)
+    if not data_dir.is_dir():
+        raise FileNotFoundError(
+            f"Data folder '{data_dir}' does not exist; pass the folder holding the text files."
+        )
+    if src_lang == tgt_lang:
+        raise ValueError(f"Source and target language are both '{src_lang}'; pass two different languages.")
+    split_files = dict(MULTI30K_SPLIT_FILES if split_files is None else split_files)
+    # Hub order: (source, target), like wmt14's Translation(languages=["de", "en"]) for de-en.
+    features = Features({"translation": Translation(languages=[src_lang, tgt_lang])})
+    splits = {}
+    for split, prefix in split_files.items():
+        src_path = _find_file(data_dir, prefix, src_lang)
+        tgt_path = _find_file(data_dir, prefix, tgt_lang)
+        pairs = _read_parallel_split(src_path, tgt_path, src_lang, tgt_lang)
+        splits[split] = Dataset.from_dict({"translation": pairs}, features=features)
+    return DatasetDict(splits)
+
+
+def load_translation_dataset(
+    name_or_path: str | os.PathLike,
+    config_name: str | None = None,
+    **load_kwargs: Any,
+) -> DatasetDict:
+    """Load a translation `DatasetDict` from a local folder or the Hugging Face Hub.
+
+    - a folder written by `DatasetDict.save_to_disk` -> `datasets.load_from_disk`;
+    - a folder of parquet files (split inferred from the file names, e.g. `train-00000-of-00001.parquet`,
+      as on the Hub) -> `datasets.load_dataset("parquet", data_dir=...)`. With `config_name`, the
+      subfolder of that name is used when it exists (the Hub keeps each config in its own folder);
+    - anything else is a Hub dataset: `datasets.load_dataset(name_or_path, config_name)`, e.g.
+      `load_translation_dataset("wmt14", "de-en")`. That needs a network connection.
+
+    `load_kwargs` go to `datasets.load_dataset` (e.g. `cache_dir`, `revision`).
+    """
+    path = Path(name_or_path)
+    if path.is_dir():
+        if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+            loaded = datasets.load_from_disk(str(path))
+            if not isinstance(loaded, DatasetDict):
+                raise ValueError(
+                    f"'{path}' holds a single Dataset, not a DatasetDict. Save the splits together: "
+                    "`DatasetDict(train=..., validation=..., test=...).save_to_disk(path)`."
+                )
+            return loaded
+        if config_name is not None and (path / config_name).is_dir():
+            path = path / config_name
+        if any(path.rglob("*.parquet")):
+            return datasets.load_dataset("parquet", data_dir=str(path), **load_kwargs)
+        raise ValueError(
+            f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor parquet "
+            "files. For plain-text parallel files use `load_parallel_text`."
+        )
+    name = str(name_or_path)
+    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        # A file, or a path that does not exist (Hub ids are `name` or `owner/name`): fail here rather than
+        # with a confusing error from the Hub.
+        raise FileNotFoundError(
+            f"'{name}' is not a dataset folder. Pass a folder written by `save_to_disk`, a folder of parquet "
+            "files, or a Hub dataset id such as 'wmt14'."
+        )
+    return datasets.load_dataset(name, config_name, **load_kwargs)
+
+
+def translation_languages(dataset: Dataset) -> list[str]:
+    """The language codes in a dataset's `translation` column (`["de", "en"]`), or a `ValueError`."""
+    feature = dataset.features.get("translation")
+    if feature is None:
+        raise ValueError(
+            f"The dataset has no 'translation' column (columns: {', '.join(dataset.column_names)}). "
+            "Expected the Hub schema: a 'translation' column of {language: sentence} dicts."
+        )
+    if isinstance(feature, Translation):
+        return list(feature.languages)
+    if isinstance(feature, dict):  # e.g. parquet written without Hugging Face metadata: a struct of strings
+        return list(feature)
+    raise ValueError(f"The 'translation' column has type {feature}; expected {{language: sentence}} dicts.")
+
+
+def tokenize_translation(
+    dataset_dict: DatasetDict,
+    tokenizer: PreTrainedTokenizerBase,
+    src_lang: str,
+    tgt_lang: str,
+    max_source_length: int,
+    max_target_length: int,
+    num_proc: int | None = None,
+) -> tuple[DatasetDict, dict[str, dict[str, int]]]:
+    """Tokenize every split of a translation `DatasetDict` (`src_lang` -> `tgt_lang`) with `tokenize_pairs`:
+    sources become `input_ids`, targets `labels`, too-long pairs are dropped and counted."""
+    for split, dataset in dataset_dict.items():
+        languages = translation_languages(dataset)
+        for lang in (src_lang, tgt_lang):
+            if lang not in languages:
+                raise ValueError(
+                    f"Language '{lang}' is not in split '{split}'; languages found: {', '.join(languages)}."
+                )
+    return tokenize_pairs(
+        dataset_dict,
+        tokenizer,
+        source=("translation", src_lang),
+        target=("translation", tgt_lang),
+        max_source_length=max_source_length,
+        max_target_length=max_target_length,
+        num_proc=num_proc,
+    )
+
+
+__all__ = [
+    "LABEL_PAD_TOKEN_ID",
+    "MULTI30K_SPLIT_FILES",
+    "build_seq2seq_collator",
+    "iter_text_lines",
+    "load_parallel_text",
+    "load_translation_dataset",
+    "tokenize_translation",
+    "translation_languages",
+]

@@ -1,0 +1,75 @@
+"""Our evaluation metrics as local `evaluate` modules, loadable offline.
+
+``evaluate.load("sacrebleu")`` fetches a script from the Hugging Face Hub and fails without a
+network. The modules here ship inside the package (as package data) and are loaded by absolute
+path, which evaluate resolves locally, from a source checkout or from an installed wheel:
+
+* ``translation_metrics/translation_metrics.py``: sacreBLEU (13a, cased; optionally lowercased)
+  and chrF, each with its sacrebleu signature.
+* ``series_metrics/series_metrics.py``: exact match, sympy equivalence and parse rate of
+  predicted Taylor series, each with its binomial standard error.
+
+>>> metric = load_translation_metric()
+>>> metric.compute(predictions=["A dog runs."], references=["A dog runs."])["score"]  # doctest: +ELLIPSIS
+100.0...
+
+evaluate copies each script (and the sibling files it imports) into its own cache and imports it
+from there, which is why those files import nothing from this package. The folders are also
+ordinary subpackages, so ``series_metrics.series_equivalence`` (safe series parsing, sympy
+comparison with a time limit) can be imported directly.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # importing evaluate takes seconds (it pulls in transformers); only on use
+    import evaluate
+
+_METRICS_DIR = Path(__file__).resolve().parent
+
+# Strings, not Paths: evaluate.load() calls str methods on its argument.
+TRANSLATION_METRIC_PATH: str = str(_METRICS_DIR / "translation_metrics" / "translation_metrics.py")
+"""Absolute path of the sacreBLEU + chrF module script; ``evaluate.load(TRANSLATION_METRIC_PATH)``."""
+
+SERIES_METRIC_PATH: str = str(_METRICS_DIR / "series_metrics" / "series_metrics.py")
+"""Absolute path of the series exact/symbolic match module script; ``evaluate.load(SERIES_METRIC_PATH)``."""
+
+
+def _load_local_module(path: str, **load_kwargs: Any) -> evaluate.EvaluationModule:
+    if not Path(path).is_file():
+        raise FileNotFoundError(
+            f"metric script {path} is missing from the installed package; the wheel must ship "
+            "hf_vanilla_transformer/metrics/**/*.py as package data (see pyproject.toml)"
+        )
+    import evaluate
+
+    return evaluate.load(path, **load_kwargs)
+
+
+def load_translation_metric(**load_kwargs: Any) -> evaluate.EvaluationModule:
+    """Load sacreBLEU + chrF from the local module; never touches the network.
+
+    Args:
+        **load_kwargs: passed on to ``evaluate.load`` (e.g. ``experiment_id``, ``keep_in_memory``).
+
+    ``compute(predictions, references, lowercase=False, tokenize="13a")`` returns ``score``,
+    ``signature``, ``precisions``, ``bp``, ``sys_len``, ``ref_len``, ``chrf`` and ``chrf_signature``.
+    """
+    return _load_local_module(TRANSLATION_METRIC_PATH, **load_kwargs)
+
+
+def load_series_metric(**load_kwargs: Any) -> evaluate.EvaluationModule:
+    """Load the Taylor-series metric from the local module; never touches the network.
+
+    Args:
+        **load_kwargs: passed on to ``evaluate.load`` (e.g. ``experiment_id``, ``keep_in_memory``).
+
+    ``compute(predictions, references, timeout=5.0)`` returns ``n``, ``exact_match``,
+    ``symbolic_match``, ``parse_rate`` (each with a ``*_stderr``) and ``timeouts``.
+    """
+    return _load_local_module(SERIES_METRIC_PATH, **load_kwargs)
+
+
+__all__ = ["SERIES_METRIC_PATH", "TRANSLATION_METRIC_PATH", "load_series_metric", "load_translation_metric"]

@@ -1,0 +1,89 @@
+"""Build a translation DatasetDict (Hub schema) from parallel text files and save it to disk.
+
+    python scripts/prepare_translation.py --data_dir ../shared/data/multi30k --src_lang de --tgt_lang en \
+        --output_dir outputs/data/multi30k-de-en
+
+    # ... and tokenize it too (saved to --output_dir + "-tokenized" unless --tokenized_output_dir is given)
+    python scripts/prepare_translation.py --data_dir ../shared/data/multi30k --src_lang de --tgt_lang en \
+        --output_dir outputs/data/multi30k-de-en --tokenizer outputs/tokenizers/multi30k-de-en-bpe8k
+
+    # A Hub dataset or a local save_to_disk/parquet folder instead of text files (needs the network for the Hub)
+    python scripts/prepare_translation.py --dataset_name wmt14 --dataset_config de-en --src_lang de \
+        --tgt_lang en --output_dir outputs/data/wmt14-de-en
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+from transformers import HfArgumentParser
+
+from hf_vanilla_transformer.data.translation import (
+    load_parallel_text,
+    load_translation_dataset,
+    tokenize_translation,
+)
+from hf_vanilla_transformer.tokenization import load_tokenizer
+
+
+@dataclass
+class PrepareArguments:
+    src_lang: str = field(metadata={"help": "Source language code, e.g. de."})
+    tgt_lang: str = field(metadata={"help": "Target language code, e.g. en."})
+    output_dir: str = field(metadata={"help": "Where to save the DatasetDict (save_to_disk)."})
+    data_dir: str | None = field(
+        default=None,
+        metadata={"help": "Folder of line-aligned text files in Multi30k's layout (train.de.gz, ...)."},
+    )
+    dataset_name: str | None = field(
+        default=None,
+        metadata={"help": "Instead of --data_dir: a Hub dataset or a save_to_disk/parquet folder."},
+    )
+    dataset_config: str | None = field(
+        default=None, metadata={"help": "Config of --dataset_name, e.g. de-en."}
+    )
+    tokenizer: str | None = field(
+        default=None, metadata={"help": "Also tokenize with this tokenizer folder."}
+    )
+    tokenized_output_dir: str | None = field(
+        default=None,
+        metadata={"help": "Where to save the tokenized DatasetDict; default: output_dir-tokenized."},
+    )
+    max_source_length: int = field(default=256, metadata={"help": "Longer sources (in tokens) are dropped."})
+    max_target_length: int = field(default=256, metadata={"help": "Longer targets (in tokens) are dropped."})
+    num_proc: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    (args,) = HfArgumentParser(PrepareArguments).parse_args_into_dataclasses()
+    if (args.data_dir is None) == (args.dataset_name is None):
+        raise SystemExit("Pass exactly one of --data_dir and --dataset_name.")
+
+    if args.data_dir is not None:
+        dataset_dict = load_parallel_text(args.data_dir, args.src_lang, args.tgt_lang)
+    else:
+        dataset_dict = load_translation_dataset(args.dataset_name, args.dataset_config)
+    dataset_dict.save_to_disk(args.output_dir)
+    for split, dataset in dataset_dict.items():
+        print(f"{split}: {dataset.num_rows} pairs")
+    print(f"Saved to {args.output_dir}")
+
+    if args.tokenizer is not None:
+        tokenized, counts = tokenize_translation(
+            dataset_dict,
+            load_tokenizer(args.tokenizer),
+            args.src_lang,
+            args.tgt_lang,
+            args.max_source_length,
+            args.max_target_length,
+            num_proc=args.num_proc,
+        )
+        tokenized_dir = args.tokenized_output_dir or f"{args.output_dir}-tokenized"
+        tokenized.save_to_disk(tokenized_dir)
+        for split, count in counts.items():
+            print(f"{split}: kept {count['kept']} tokenized pairs, dropped {count['dropped']} too long")
+        print(f"Saved tokenized data to {tokenized_dir}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+"""Train a BPE tokenizer for translation or series expansion and save it for `AutoTokenizer`.
+
+    # Joint German-English vocabulary from a DatasetDict saved by scripts/prepare_translation.py
+    python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
+        --dataset_dir outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
+
+    # ... or from plain text files (gzip or not), one sentence a line
+    python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
+        --text_files ../shared/data/multi30k/train.de.gz ../shared/data/multi30k/train.en.gz \
+        --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
+
+    # Series expansion: trains on the `expression` and `series` columns
+    python scripts/train_tokenizer.py --task series --vocab_size 1000 \
+        --dataset_dir outputs/data/series --output_dir outputs/tokenizers/series-bpe1k
+
+Prints the vocabulary size, the training time and the average tokens per text (against characters) on
+the validation split when there is one.
+"""
+
+import logging
+import time
+from dataclasses import dataclass, field
+
+import datasets
+from transformers import HfArgumentParser
+
+from hf_vanilla_transformer.tokenization import (
+    DEFAULT_MODEL_MAX_LENGTH,
+    iter_dataset_texts,
+    sequence_length_report,
+    train_series_tokenizer,
+    train_translation_tokenizer,
+)
+
+# Which columns of a DatasetDict hold the training text for each task.
+COLUMNS = {"translation": ["translation"], "series": ["expression", "series"]}
+
+
+@dataclass
+class TokenizerArguments:
+    task: str = field(metadata={"help": "What the tokenizer is for.", "choices": ["translation", "series"]})
+    output_dir: str = field(metadata={"help": "Folder to save the tokenizer to (save_pretrained)."})
+    vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size, special tokens included."})
+    dataset_dir: str | None = field(
+        default=None, metadata={"help": "A DatasetDict folder (save_to_disk); its train split is used."}
+    )
+    text_files: list[str] | None = field(
+        default=None,
+        metadata={"help": "Plain text files (gzip or not), one text a line; instead of --dataset_dir."},
+    )
+    min_frequency: int = field(default=2, metadata={"help": "Pairs seen fewer times are never merged."})
+    model_max_length: int = field(
+        default=DEFAULT_MODEL_MAX_LENGTH, metadata={"help": "The model's max_position_embeddings."}
+    )
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    (args,) = HfArgumentParser(TokenizerArguments).parse_args_into_dataclasses()
+    if (args.dataset_dir is None) == (args.text_files is None):
+        raise SystemExit("Pass exactly one of --dataset_dir and --text_files.")
+
+    validation = None
+    if args.dataset_dir is not None:
+        dataset_dict = datasets.load_from_disk(args.dataset_dir)
+        corpus = iter_dataset_texts(dataset_dict["train"], COLUMNS[args.task])
+        validation = dataset_dict.get("validation")
+    else:
+        corpus = args.text_files
+
+    train = train_translation_tokenizer if args.task == "translation" else train_series_tokenizer
+    start = time.perf_counter()
+    tokenizer = train(
+        corpus,
+        args.vocab_size,
+        min_frequency=args.min_frequency,
+        model_max_length=args.model_max_length,
+        output_dir=args.output_dir,
+    )
+    print(f"Trained a {len(tokenizer)}-token {args.task} tokenizer in {time.perf_counter() - start:.1f} s")
+    print(f"Saved to {args.output_dir}")
+
+    if validation is not None:
+        if args.task == "translation":
+            groups = {}
+            for pair in validation["translation"]:
+                for lang, text in pair.items():
+                    groups.setdefault(lang, []).append(text)
+        else:
+            groups = {column: validation[column] for column in COLUMNS["series"]}
+        for name, texts in groups.items():
+            report = sequence_length_report(tokenizer, texts)
+            print(
+                f"validation {name}: {report['avg_tokens']:.1f} tokens per text on average "
+                f"(max {report['max_tokens']}) vs {report['avg_chars']:.1f} characters "
+                f"({report['chars_per_token']:.2f} characters per token; </s> not counted)"
+            )
+
+
+if __name__ == "__main__":
+    main()

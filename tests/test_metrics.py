@@ -1,0 +1,283 @@
+"""Tests for the local evaluate modules in hf_vanilla_transformer.metrics.
+
+Both metrics are loaded once per module, with the network blocked, through the same helpers that
+training and evaluation code use.
+"""
+
+import importlib
+import math
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+import sacrebleu
+
+from hf_vanilla_transformer.metrics import (
+    SERIES_METRIC_PATH,
+    TRANSLATION_METRIC_PATH,
+    load_series_metric,
+    load_translation_metric,
+)
+
+# Detokenised, cased sentences with partial overlaps, so BLEU is neither 0 nor 100.
+HYPOTHESES = [
+    "A man in an orange hat is staring at something.",
+    "Two dogs play in the snow.",
+    "The girl is riding a Bicycle down the street.",
+]
+REFERENCES = [
+    "A man in an orange hat starring at something.",
+    "Two dogs are playing in the snow.",
+    "A girl rides her bicycle down the street.",
+]
+SECOND_REFERENCES = [
+    "A man wearing an orange hat stares at something.",
+    "Two dogs play together in the snow.",
+    "The girl is riding a bike along the street.",
+]
+
+SERIES = "1 + x*(a*c/g + 2*a) + x**2*(-a**2/2 + b) + O(x**6)"
+# Same series, terms and factors reordered and one coefficient put over a common denominator.
+SERIES_REWRITTEN = "x**2*(b - a**2/2) + x*(a*c + 2*a*g)/g + 1 + O(x**6)"
+SERIES_WRONG = "1 + x*(a*c/g + 2*a) + x**2*(a**2/2 + b) + O(x**6)"
+# Parsing this alone evaluates 9**387420489: far beyond any small time limit.
+SERIES_PATHOLOGICAL = "9**9**9*x + O(x**6)"
+
+
+def _refuse_connection(*args, **kwargs):
+    raise AssertionError(f"a metric tried to open a network connection: {args}")
+
+
+@pytest.fixture(scope="module")
+def offline(tmp_path_factory):
+    """For the whole module: Hub offline flags set *and* sockets unable to connect.
+
+    Yields a temporary cache directory for evaluate's prediction files.
+    """
+    import evaluate
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("HF_HUB_OFFLINE", "1")
+        patch.setenv("HF_EVALUATE_OFFLINE", "1")
+        # evaluate reads the variable once, at import; the config attribute is what it consults.
+        patch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
+        patch.setattr(socket.socket, "connect", _refuse_connection)
+        patch.setattr(socket.socket, "connect_ex", _refuse_connection)
+        yield str(tmp_path_factory.mktemp("evaluate_cache"))
+
+
+@pytest.fixture(scope="module")
+def translation_metric(offline):
+    return load_translation_metric(cache_dir=offline)
+
+
+@pytest.fixture(scope="module")
+def series_metric(offline):
+    return load_series_metric(cache_dir=offline)
+
+
+# An exception inside compute() leaves an evaluate module holding its half-initialised writer
+# (and the input format it guessed), which breaks the next compute() on the same instance. Tests
+# that make compute() raise therefore get their own instance, kept in memory so that it holds no
+# lock on a cache file the shared instances use (evaluate would wait a second for it).
+@pytest.fixture
+def fresh_translation_metric(offline):
+    return load_translation_metric(keep_in_memory=True)
+
+
+@pytest.fixture
+def fresh_series_metric(offline):
+    return load_series_metric(keep_in_memory=True)
+
+
+def test_metric_paths_are_absolute_script_paths():
+    for path in (TRANSLATION_METRIC_PATH, SERIES_METRIC_PATH):
+        assert isinstance(path, str)  # evaluate.load() needs a str
+        assert Path(path).is_absolute() and Path(path).is_file()
+    assert Path(TRANSLATION_METRIC_PATH).parts[-2:] == ("translation_metrics", "translation_metrics.py")
+    assert Path(SERIES_METRIC_PATH).parts[-2:] == ("series_metrics", "series_metrics.py")
+
+
+def test_loaded_modules_are_ours(translation_metric, series_metric):
+    assert type(translation_metric).__name__ == "TranslationMetrics"
+    assert type(series_metric).__name__ == "SeriesMetrics"
+
+
+# --------------------------------------------------------------------------------------- BLEU/chrF
+
+
+def test_bleu_equals_sacrebleu_corpus_bleu(translation_metric):
+    result = translation_metric.compute(predictions=HYPOTHESES, references=REFERENCES)
+    expected = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES])
+    assert 0 < result["score"] < 100
+    assert result["score"] == pytest.approx(expected.score)
+    assert result["bp"] == pytest.approx(expected.bp)
+    assert result["precisions"] == pytest.approx(expected.precisions)
+
+
+def test_bleu_with_several_references_per_segment(translation_metric):
+    per_segment = [list(pair) for pair in zip(REFERENCES, SECOND_REFERENCES, strict=True)]
+    result = translation_metric.compute(predictions=HYPOTHESES, references=per_segment)
+    expected = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES, SECOND_REFERENCES])
+    assert result["score"] == pytest.approx(expected.score)
+    assert result["signature"].startswith("nrefs:2|")
+
+
+def test_perfect_prediction_scores_100(translation_metric):
+    result = translation_metric.compute(predictions=REFERENCES, references=REFERENCES)
+    assert result["score"] == pytest.approx(100.0)
+    assert result["chrf"] == pytest.approx(100.0)
+
+
+def test_signature_and_chrf_are_reported(translation_metric):
+    result = translation_metric.compute(predictions=HYPOTHESES, references=REFERENCES)
+    assert (
+        result["signature"] == f"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
+    )
+    assert result["chrf"] == pytest.approx(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score)
+    assert result["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|")
+
+
+def test_lowercase_bleu_differs_on_cased_input(translation_metric):
+    shouted = [sentence.upper() for sentence in HYPOTHESES]
+    cased = translation_metric.compute(predictions=shouted, references=REFERENCES)
+    lowercased = translation_metric.compute(predictions=shouted, references=REFERENCES, lowercase=True)
+    assert lowercased["score"] > cased["score"]
+    assert lowercased["score"] == pytest.approx(
+        sacrebleu.corpus_bleu(shouted, [REFERENCES], lowercase=True).score
+    )
+    assert "|case:lc|" in lowercased["signature"]
+
+
+def test_translation_length_mismatch_names_both_lengths(fresh_translation_metric):
+    with pytest.raises(ValueError, match=r"\(3\).*\(2\)"):
+        fresh_translation_metric.compute(predictions=HYPOTHESES, references=REFERENCES[:2])
+
+
+def test_uneven_reference_counts_are_rejected(fresh_translation_metric):
+    with pytest.raises(ValueError, match="same number of references"):
+        fresh_translation_metric.compute(
+            predictions=HYPOTHESES[:2], references=[[REFERENCES[0]], [REFERENCES[1], SECOND_REFERENCES[1]]]
+        )
+
+
+# ------------------------------------------------------------------------------------------ series
+
+
+def _score_one(series_metric, prediction, reference, **kwargs):
+    return series_metric.compute(predictions=[prediction], references=[reference], **kwargs)
+
+
+def test_series_exact_match_ignores_surrounding_whitespace(series_metric):
+    result = _score_one(series_metric, f"  {SERIES}\n", SERIES)
+    assert (result["exact_match"], result["symbolic_match"], result["parse_rate"]) == (1.0, 1.0, 1.0)
+    assert (result["n"], result["timeouts"]) == (1, 0)
+
+
+def test_rewritten_series_is_equivalent_but_not_exact(series_metric):
+    result = _score_one(series_metric, SERIES_REWRITTEN, SERIES)
+    assert result["exact_match"] == 0.0
+    assert result["symbolic_match"] == 1.0
+    assert result["parse_rate"] == 1.0
+
+
+def test_wrong_series_is_not_equivalent(series_metric):
+    result = _score_one(series_metric, SERIES_WRONG, SERIES)
+    assert (result["exact_match"], result["symbolic_match"], result["parse_rate"]) == (0.0, 0.0, 1.0)
+
+
+def test_unparsable_predictions_fail_to_parse_without_running_anything(series_metric, tmp_path):
+    marker = tmp_path / "executed"
+    attacks = [
+        "x**(",
+        f"__import__('os').system('touch {marker}')",
+        f"open('{marker}', 'w')",
+        "().__class__.__bases__[0].__subclasses__()",
+        "x + y",  # an unknown symbol is not a series of this data set
+    ]
+    result = series_metric.compute(predictions=attacks, references=[SERIES] * len(attacks))
+    assert result["parse_rate"] == 0.0
+    assert result["symbolic_match"] == 0.0
+    assert not marker.exists()
+
+
+def test_parser_rejects_code_in_process(series_metric):
+    # The module evaluate actually imported, from its cache, next to the metric script.
+    package = type(series_metric).__module__.rsplit(".", 1)[0]
+    equivalence = importlib.import_module(f"{package}.series_equivalence")
+    for text in ("__import__('os')", "x.__class__", "lambda: 0", "[x]", "1j*x", "x**("):
+        with pytest.raises(equivalence.SeriesParseError):
+            equivalence.parse_series(text)
+    # Decimal numbers are fine, and compare equal to the matching fraction.
+    assert equivalence.series_equivalent(
+        equivalence.parse_series("0.5*x + O(x**6)"), equivalence.parse_series("x/2")
+    )
+
+
+def test_unparsable_reference_raises_with_its_index(fresh_series_metric):
+    with pytest.raises(ValueError, match=r"references\[1\]"):
+        fresh_series_metric.compute(predictions=[SERIES, SERIES], references=[SERIES, "x +"])
+
+
+def test_series_length_mismatch_names_both_lengths(fresh_series_metric):
+    with pytest.raises(ValueError, match=r"\(2\).*\(1\)"):
+        fresh_series_metric.compute(predictions=[SERIES, SERIES], references=[SERIES])
+
+
+def test_standard_errors_are_binomial(series_metric):
+    predictions = [SERIES, SERIES_REWRITTEN, SERIES_WRONG, "x**("]
+    result = series_metric.compute(predictions=predictions, references=[SERIES] * 4)
+    n = result["n"]
+    assert (result["exact_match"], result["symbolic_match"], result["parse_rate"]) == (0.25, 0.5, 0.75)
+    for name in ("exact_match", "symbolic_match", "parse_rate"):
+        p = result[name]
+        assert result[f"{name}_stderr"] == pytest.approx(math.sqrt(p * (1 - p) / n))
+
+
+def test_tutorial_accuracy_error_bar(series_metric):
+    # The tutorial's "0.868 ± 0.017 on 400 examples": the ± is sqrt(p (1 - p) / n), both for
+    # 0.868 itself and for the nearest reachable count, 347 of 400 (0.8675).
+    n, right = 400, 347
+    predictions = ["x + O(x**6)"] * right + ["2*x + O(x**6)"] * (n - right)
+    result = series_metric.compute(predictions=predictions, references=["x + O(x**6)"] * n)
+    assert result["symbolic_match"] == pytest.approx(right / n)
+    assert round(result["symbolic_match_stderr"], 3) == 0.017
+    assert round(math.sqrt(0.868 * (1 - 0.868) / n), 3) == 0.017
+
+
+def test_pathological_pair_times_out_and_the_next_pair_still_runs(series_metric):
+    predictions = [SERIES, SERIES_PATHOLOGICAL, SERIES_REWRITTEN]
+    result = series_metric.compute(predictions=predictions, references=[SERIES] * 3, timeout=1.0)
+    assert result["timeouts"] == 1
+    # The timed-out pair is neither equivalent nor (having run out of time while parsing) parsed;
+    # the pair after it is scored by a fresh worker.
+    assert result["symbolic_match"] == pytest.approx(2 / 3)
+    assert result["parse_rate"] == pytest.approx(2 / 3)
+
+
+def test_non_positive_timeout_is_rejected(fresh_series_metric):
+    with pytest.raises(ValueError, match="timeout must be a positive"):
+        _score_one(fresh_series_metric, SERIES, SERIES, timeout=0)
+
+
+def _child_pids() -> list[int]:
+    children = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            # Field 4 is the parent pid; split after the ")" that closes the command name.
+            parent = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue  # the process ended while we looked
+        if parent == os.getpid():
+            children.append(int(stat.parent.name))
+    return children
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
+def test_worker_processes_are_not_left_behind(series_metric):
+    before = _child_pids()
+    _score_one(series_metric, SERIES, SERIES)
+    _score_one(series_metric, SERIES_PATHOLOGICAL, SERIES, timeout=0.5)
+    assert _child_pids() == before

@@ -1,0 +1,267 @@
+"""Tests for hf_vanilla_transformer.tokenization: special tokens, round trips, reproducibility, bad input."""
+
+import gzip
+import unicodedata
+from pathlib import Path
+
+import pytest
+from tokenizers import Tokenizer, models
+from transformers import AutoTokenizer, PreTrainedTokenizerFast
+
+from hf_vanilla_transformer.data.translation import iter_text_lines
+from hf_vanilla_transformer.tokenization import (
+    BOS_TOKEN_ID,
+    EOS_TOKEN_ID,
+    PAD_TOKEN_ID,
+    SERIES_FUNCTION_NAMES,
+    SPECIAL_TOKENS,
+    UNK_TOKEN_ID,
+    iter_dataset_texts,
+    load_tokenizer,
+    sequence_length_report,
+    train_series_tokenizer,
+    train_translation_tokenizer,
+)
+
+FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
+TRAIN_FILES = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]
+
+# (expression, series to order 6) pairs printed by sympy, the format the series task uses.
+SERIES_PAIRS = [
+    ("(exp(3*a*x) - sin(c*x)/sinh(g*x))*exp(-a*x)", "1 + x*(a*c/g + 2*a) + x**2*(-a**2/2 + b) + O(x**6)"),
+    ("tanh(f*x)", "f*x - f**3*x**3/3 + 2*f**5*x**5/15 + O(x**6)"),
+    (
+        "cos(a*x) + tan(g*x) + exp(b*x)",
+        "2 + x**2*(-a**2/2 + b**2/2) + x**4*(a**4/24 + b**4/24) + g*x + g**3*x**3/3 + O(x**6)",
+    ),
+    ("sin(d*x) - tanh(b*x)", "x*(-b + d) + x**3*(b**3/3 - d**3/6) + x**5*(-2*b**5/15 + d**5/120) + O(x**6)"),
+    (
+        "-sin(a*x) + sin(2*d*x) - sinh(c*x)",
+        "x*(-a - c + 2*d) + x**3*(a**3/6 - c**3/6 - 4*d**3/3) + x**5*(-a**5/120 - c**5/120 + 4*d**5/15) + O(x**6)",
+    ),
+    ("cos(d*x) + exp(f*x)", "2 + x**2*(-d**2/2 + f**2/2) + x**4*(d**4/24 + f**4/24) + O(x**6)"),
+    (
+        "exp(c*x) - tanh(3*d*x)",
+        "1 + x*(c - 3*d) + x**3*(c**3/6 + 9*d**3) + c**2*x**2/2 + c**4*x**4/24 + O(x**6)",
+    ),
+    ("-tan(a*x)", "-a*x - a**3*x**3/3 - 2*a**5*x**5/15 + O(x**6)"),
+    ("sin(2*g*x)", "2*g*x - 4*g**3*x**3/3 + 4*g**5*x**5/15 + O(x**6)"),
+    (
+        "tan(3*f*x) - sinh(b*x)",
+        "x*(-b + 3*f) + x**3*(-b**3/6 + 9*f**3) + x**5*(-b**5/120 + 162*f**5/5) + O(x**6)",
+    ),
+]
+# Note: "cosh" occurs in none of these, so the tests can check that an unseen function name stays whole.
+SERIES_TEXTS = [text for pair in SERIES_PAIRS for text in pair]
+
+
+def read_fixture(name):
+    return list(iter_text_lines(FIXTURE / name))
+
+
+@pytest.fixture(scope="module")
+def translation_tokenizer():
+    return train_translation_tokenizer(TRAIN_FILES, vocab_size=400, show_progress=False, model_max_length=128)
+
+
+@pytest.fixture(scope="module")
+def series_tokenizer():
+    # Repeat the texts so that min_frequency=2 lets merges happen on this tiny corpus.
+    return train_series_tokenizer(iter(SERIES_TEXTS * 3), vocab_size=200, show_progress=False)
+
+
+# ---------------------------------------------------------------------------- special tokens and loading
+
+
+@pytest.mark.parametrize("which", ["translation", "series"])
+def test_special_tokens_have_the_fixed_ids(which, translation_tokenizer, series_tokenizer):
+    tokenizer = translation_tokenizer if which == "translation" else series_tokenizer
+    assert tokenizer.convert_tokens_to_ids(list(SPECIAL_TOKENS)) == [0, 1, 2, 3]
+    assert (
+        tokenizer.pad_token_id,
+        tokenizer.bos_token_id,
+        tokenizer.eos_token_id,
+        tokenizer.unk_token_id,
+    ) == (
+        PAD_TOKEN_ID,
+        BOS_TOKEN_ID,
+        EOS_TOKEN_ID,
+        UNK_TOKEN_ID,
+    )
+
+
+def test_saved_tokenizer_loads_with_auto_tokenizer(translation_tokenizer, tmp_path):
+    translation_tokenizer.save_pretrained(tmp_path)
+    loaded = AutoTokenizer.from_pretrained(tmp_path)  # no trust_remote_code
+    assert loaded.is_fast
+    assert loaded.model_max_length == 128
+    source, target = "Zwei Hunde spielen im Schnee.", "Two dogs play in the snow."
+    batch = loaded(source, text_target=target)
+    assert batch["input_ids"] == translation_tokenizer(source)["input_ids"]
+    # The post-processor appends </s> to inputs and labels alike, and adds nothing in front.
+    assert batch["input_ids"][-1] == EOS_TOKEN_ID and batch["labels"][-1] == EOS_TOKEN_ID
+    assert EOS_TOKEN_ID not in batch["labels"][:-1] and BOS_TOKEN_ID not in batch["labels"]
+    assert loaded.decode(batch["labels"], skip_special_tokens=True) == target
+    assert load_tokenizer(tmp_path).get_vocab() == loaded.get_vocab()
+
+
+def test_load_tokenizer_rejects_other_special_token_ids(tmp_path):
+    vocab = {"<unk>": 0, "<pad>": 1, "<s>": 2, "</s>": 3, "a": 4}
+    other = PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer(models.BPE(vocab=vocab, merges=[], unk_token="<unk>")),
+        pad_token="<pad>",
+        bos_token="<s>",
+        eos_token="</s>",
+        unk_token="<unk>",
+    )
+    other.save_pretrained(tmp_path)
+    with pytest.raises(ValueError, match=r"special-token ids .*'pad': 1"):
+        load_tokenizer(tmp_path)
+
+
+# ---------------------------------------------------------------------------- translation
+
+
+def test_translation_round_trip_on_unseen_sentences(translation_tokenizer):
+    sentences = read_fixture("val.de.gz") + read_fixture("val.en.gz") + read_fixture("test_2016_flickr.en.gz")
+    # Normal sentences: NFKC-normal, no leading/trailing or repeated spaces (nearly all of Multi30k).
+    normal = [s for s in sentences if unicodedata.normalize("NFKC", s) == s and " ".join(s.split()) == s]
+    assert len(normal) >= 0.95 * len(sentences)
+    for sentence in normal:
+        ids = translation_tokenizer(sentence)["input_ids"]
+        assert translation_tokenizer.decode(ids, skip_special_tokens=True) == sentence
+
+
+def test_translation_vocabulary_is_joint_and_uses_word_boundaries(translation_tokenizer):
+    tokens = translation_tokenizer.tokenize("Ein Mann und ein Hund.")
+    assert tokens[0].startswith("\u2581")  # SentencePiece-style word-start marker
+    vocab = translation_tokenizer.get_vocab()
+    assert "\u2581Mann" in vocab and "\u2581man" in vocab  # German and English share one vocabulary
+    assert len(vocab) == 400
+
+
+def test_translation_tokenizer_normalises_nfkc(translation_tokenizer):
+    # The ligature "ﬁ" and a non-breaking space become "fi" and a plain space.
+    assert (
+        translation_tokenizer("ﬁve\u00a0dogs")["input_ids"] == translation_tokenizer("five dogs")["input_ids"]
+    )
+
+
+def test_training_is_reproducible_and_files_equal_texts(tmp_path):
+    train_translation_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "a")
+    train_translation_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "b")
+    texts = [line for path in TRAIN_FILES for line in iter_text_lines(path)]
+    train_translation_tokenizer(iter(texts), vocab_size=300, show_progress=False, output_dir=tmp_path / "c")
+    first = (tmp_path / "a" / "tokenizer.json").read_bytes()
+    assert first == (tmp_path / "b" / "tokenizer.json").read_bytes()
+    assert first == (tmp_path / "c" / "tokenizer.json").read_bytes()
+    # And the comparison can fail: another vocabulary size gives another file.
+    train_translation_tokenizer(TRAIN_FILES, vocab_size=310, show_progress=False, output_dir=tmp_path / "d")
+    assert first != (tmp_path / "d" / "tokenizer.json").read_bytes()
+
+
+# ---------------------------------------------------------------------------- series
+
+
+@pytest.mark.parametrize(
+    "text",
+    SERIES_TEXTS
+    + [
+        "  tanh(x)  +  y ",  # leading, trailing and repeated spaces
+        "sinhtanh(coshx)",  # names glued together
+        "a~b|c`d{e}[f]",  # ASCII characters that never occur in training
+        "x\t+\ny",  # whitespace other than spaces
+        "",
+    ],
+)
+def test_series_round_trip_is_exact(series_tokenizer, text):
+    ids = series_tokenizer(text)["input_ids"]
+    assert ids[-1] == EOS_TOKEN_ID
+    assert UNK_TOKEN_ID not in ids
+    assert series_tokenizer.decode(ids, skip_special_tokens=True) == text
+
+
+def test_series_function_names_are_single_tokens(series_tokenizer):
+    for name in SERIES_FUNCTION_NAMES:  # "cosh" included, which the training corpus lacks
+        assert series_tokenizer.tokenize(f"2*{name}(a*x)")[1] == name
+    assert series_tokenizer.tokenize("sinh(x)")[0] == "sinh"  # the longest name wins over "sin"
+
+
+def test_series_merges_stay_inside_terms(series_tokenizer):
+    vocab = series_tokenizer.get_vocab()
+    assert "x**3*(" in vocab  # merges run across operators and parentheses within a term...
+    for token in vocab:
+        # ...but never across a binary " + "/" - " or a function name.
+        assert " + " not in token or token == " + "
+        assert " - " not in token or token == " - "
+        assert not any(name in token for name in SERIES_FUNCTION_NAMES) or token in SERIES_FUNCTION_NAMES
+
+
+def test_series_training_is_reproducible(series_tokenizer, tmp_path):
+    again = train_series_tokenizer(iter(SERIES_TEXTS * 3), vocab_size=200, show_progress=False)
+    series_tokenizer.save_pretrained(tmp_path / "a")
+    again.save_pretrained(tmp_path / "b")
+    assert (tmp_path / "a" / "tokenizer.json").read_bytes() == (
+        tmp_path / "b" / "tokenizer.json"
+    ).read_bytes()
+
+
+def test_sequence_length_report(series_tokenizer):
+    targets = [series for _, series in SERIES_PAIRS]
+    report = sequence_length_report(series_tokenizer, targets)
+    assert report["num_texts"] == len(targets)
+    assert report["avg_chars"] == pytest.approx(sum(map(len, targets)) / len(targets))
+    expected_tokens = [len(series_tokenizer(t, add_special_tokens=False)["input_ids"]) for t in targets]
+    assert report["avg_tokens"] == pytest.approx(sum(expected_tokens) / len(targets))  # </s> not counted
+    assert report["chars_per_token"] > 3  # BPE shortens the sequences several times over
+    with pytest.raises(ValueError, match="No texts"):
+        sequence_length_report(series_tokenizer, [])
+
+
+# ---------------------------------------------------------------------------- bad input
+
+
+def test_missing_corpus_file_is_named(tmp_path):
+    missing = tmp_path / "nope.txt"
+    with pytest.raises(FileNotFoundError, match="nope.txt"):
+        train_translation_tokenizer([FIXTURE / "train.de.gz", missing], vocab_size=300, show_progress=False)
+
+
+def test_empty_corpus_file_is_named(tmp_path):
+    empty = tmp_path / "empty.en"
+    empty.write_text("\n  \n", encoding="utf-8")  # blank lines only
+    with pytest.raises(ValueError, match=r"empty\.en' is empty"):
+        train_translation_tokenizer([FIXTURE / "train.de.gz", empty], vocab_size=300, show_progress=False)
+
+
+def test_empty_iterator_is_rejected():
+    with pytest.raises(ValueError, match="corpus is empty"):
+        train_series_tokenizer(iter([]), vocab_size=200, show_progress=False)
+
+
+def test_non_utf8_corpus_file_is_named_with_its_line(tmp_path):
+    latin1 = tmp_path / "latin1.de.gz"
+    with gzip.open(latin1, "wb") as f:
+        f.write("Ein Hund.\nZwei Männer.\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin1\.de\.gz' is not valid UTF-8: line 2 .*iconv"):
+        train_translation_tokenizer(latin1, vocab_size=300, show_progress=False)
+
+
+def test_vocab_smaller_than_alphabet_is_rejected():
+    # 4 special tokens + 94 ASCII characters fit in 100, but not with the fixture's "ä", "ö", "ü", "ß", "Ü".
+    with pytest.raises(ValueError, match=r"vocab_size=100 is smaller than the corpus alphabet"):
+        train_translation_tokenizer(TRAIN_FILES, vocab_size=100, show_progress=False)
+    # The fixed alphabets (printable ASCII) are caught before training.
+    with pytest.raises(ValueError, match=r"vocab_size=50 is too small.*vocab_size >= 99"):
+        train_translation_tokenizer(TRAIN_FILES, vocab_size=50, show_progress=False)
+    with pytest.raises(ValueError, match=r"vocab_size=100 is too small.*vocab_size >= 105"):
+        train_series_tokenizer(iter(SERIES_TEXTS), vocab_size=100, show_progress=False)
+
+
+def test_iter_dataset_texts_flattens_translation_dicts_and_names_missing_columns():
+    from datasets import Dataset
+
+    dataset = Dataset.from_dict({"translation": [{"de": "Hund", "en": "dog"}], "id": ["0"]})
+    assert list(iter_dataset_texts(dataset, ["translation"])) == ["Hund", "dog"]
+    with pytest.raises(ValueError, match="columns found: translation, id"):
+        list(iter_dataset_texts(dataset, ["expression", "series"]))

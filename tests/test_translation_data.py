@@ -1,0 +1,244 @@
+"""Tests for hf_vanilla_transformer.data.translation: reading, loading, tokenizing and collating."""
+
+import gzip
+import logging
+from pathlib import Path
+
+import datasets
+import pytest
+from datasets import DatasetDict, Translation
+
+from hf_vanilla_transformer.data import translation
+from hf_vanilla_transformer.data.translation import (
+    LABEL_PAD_TOKEN_ID,
+    build_seq2seq_collator,
+    iter_text_lines,
+    load_parallel_text,
+    load_translation_dataset,
+    tokenize_translation,
+    translation_languages,
+)
+from hf_vanilla_transformer.tokenization import EOS_TOKEN_ID, PAD_TOKEN_ID, train_translation_tokenizer
+
+FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
+FIRST_PAIR = {
+    "de": "Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+    "en": "Two young, White males are outside near many bushes.",
+}
+
+
+@pytest.fixture(scope="module")
+def multi30k():
+    return load_parallel_text(FIXTURE, "de", "en")
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    files = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]
+    return train_translation_tokenizer(files, vocab_size=400, model_max_length=64, show_progress=False)
+
+
+def write_lines(path, lines, compress=False):
+    data = "".join(line + "\n" for line in lines).encode("utf-8")
+    path.write_bytes(gzip.compress(data, mtime=0) if compress else data)
+
+
+# ---------------------------------------------------------------------------- load_parallel_text
+
+
+def test_multi30k_layout_loads_with_the_hub_schema(multi30k):
+    assert {split: ds.num_rows for split, ds in multi30k.items()} == {
+        "train": 300,
+        "validation": 50,
+        "test": 50,
+    }
+    train = multi30k["train"]
+    assert train.column_names == ["translation"]
+    assert train.features["translation"] == Translation(languages=["de", "en"])
+    assert train[0]["translation"] == FIRST_PAIR
+    # Alignment holds to the last line of each split.
+    last_de = list(iter_text_lines(FIXTURE / "test_2016_flickr.de.gz"))[-1]
+    last_en = list(iter_text_lines(FIXTURE / "test_2016_flickr.en.gz"))[-1]
+    assert multi30k["test"][-1]["translation"] == {"de": last_de, "en": last_en}
+
+
+def test_either_direction_and_split_overrides():
+    reverse = load_parallel_text(
+        FIXTURE, "en", "de", split_files={"train": "val", "test": "test_2016_flickr"}
+    )
+    assert list(reverse) == ["train", "test"]
+    assert reverse["train"].num_rows == 50  # read from val.*.gz
+    assert translation_languages(reverse["train"]) == ["en", "de"]
+    assert reverse["test"][0]["translation"]["en"] == next(
+        iter_text_lines(FIXTURE / "test_2016_flickr.en.gz")
+    )
+
+
+def test_missing_language_lists_the_languages_found():
+    with pytest.raises(FileNotFoundError, match=r"No file for language 'xx' .*languages found: de, en\."):
+        load_parallel_text(FIXTURE, "de", "xx")
+
+
+def test_missing_split_lists_the_prefixes_found():
+    with pytest.raises(
+        FileNotFoundError, match=r"No 'dev\.\*' files .*prefixes found: test_2016_flickr, train, val"
+    ):
+        load_parallel_text(FIXTURE, "de", "en", split_files={"validation": "dev"})
+
+
+def test_same_language_twice_is_rejected():
+    with pytest.raises(ValueError, match="both 'de'"):
+        load_parallel_text(FIXTURE, "de", "de")
+
+
+def test_files_of_different_lengths_are_named_with_their_counts(tmp_path):
+    write_lines(tmp_path / "train.de", ["Ein Hund.", "Eine Katze.", "Ein Pferd."])
+    write_lines(tmp_path / "train.en.gz", ["A dog.", "A cat."], compress=True)
+    with pytest.raises(ValueError) as info:
+        load_parallel_text(tmp_path, "de", "en", split_files={"train": "train"})
+    message = str(info.value)
+    assert "train.de' has 3 lines" in message and "train.en.gz' has 2" in message
+
+
+def test_empty_lines_are_dropped_in_pairs_and_reported(tmp_path, caplog):
+    write_lines(tmp_path / "train.de", ["Ein Hund.", "", "Eine Katze.", "Ein Pferd.", "Eine Kuh."])
+    write_lines(tmp_path / "train.en", ["A dog.", "A bird.", "A cat.", "   ", "A cow."])
+    with caplog.at_level(logging.WARNING, logger=translation.__name__):
+        dataset = load_parallel_text(tmp_path, "de", "en", split_files={"train": "train"})["train"]
+    # Lines 2 and 4 go on both sides; what is left is still aligned.
+    assert dataset["translation"] == [
+        {"de": "Ein Hund.", "en": "A dog."},
+        {"de": "Eine Katze.", "en": "A cat."},
+        {"de": "Eine Kuh.", "en": "A cow."},
+    ]
+    assert "Dropped 2 pairs" in caplog.text and "(lines 2, 4)" in caplog.text
+
+
+def test_non_utf8_file_is_named_with_its_line(tmp_path):
+    write_lines(tmp_path / "train.en", ["A dog.", "Two men."])
+    (tmp_path / "train.de").write_bytes("Ein Hund.\nZwei Männer.\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"train\.de' is not valid UTF-8: line 2"):
+        load_parallel_text(tmp_path, "de", "en", split_files={"train": "train"})
+
+
+# ---------------------------------------------------------------------------- load_translation_dataset
+
+
+def test_load_from_a_save_to_disk_folder(multi30k, tmp_path):
+    multi30k.save_to_disk(tmp_path / "saved")
+    loaded = load_translation_dataset(tmp_path / "saved")
+    assert isinstance(loaded, DatasetDict) and list(loaded) == ["train", "validation", "test"]
+    assert loaded["validation"]["translation"] == multi30k["validation"]["translation"]
+
+
+def test_load_from_a_parquet_folder(multi30k, tmp_path):
+    # The Hub's layout: one folder per config, files named after their split.
+    folder = tmp_path / "parquet" / "de-en"
+    folder.mkdir(parents=True)
+    for split, dataset in multi30k.items():
+        dataset.to_parquet(folder / f"{split}-00000-of-00001.parquet")
+    loaded = load_translation_dataset(tmp_path / "parquet", "de-en", cache_dir=str(tmp_path / "cache"))
+    assert sorted(loaded) == ["test", "train", "validation"]
+    assert loaded["train"].num_rows == 300
+    assert loaded["train"][0]["translation"] == FIRST_PAIR
+    assert translation_languages(loaded["train"]) == ["de", "en"]
+
+
+def test_hub_names_go_to_load_dataset_and_bad_paths_do_not(monkeypatch, tmp_path):
+    calls = []
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: calls.append((args, kwargs)))
+    load_translation_dataset("wmt14", "de-en", revision="main")
+    assert calls == [(("wmt14", "de-en"), {"revision": "main"})]  # no download: load_dataset is replaced
+    with pytest.raises(FileNotFoundError, match="not a dataset folder"):
+        load_translation_dataset(tmp_path / "does-not-exist")
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(ValueError, match="neither a `save_to_disk` dataset"):
+        load_translation_dataset(empty)
+    assert len(calls) == 1
+
+
+# ---------------------------------------------------------------------------- tokenize_translation
+
+
+def test_tokenize_translation_drops_too_long_pairs_and_counts_them(multi30k, tokenizer):
+    max_source_length, max_target_length = 20, 16
+    tokenized, counts = tokenize_translation(
+        multi30k, tokenizer, "de", "en", max_source_length, max_target_length
+    )
+    for split, dataset in multi30k.items():
+        # Count independently which pairs fit, by tokenizing one at a time.
+        sources = [pair["de"] for pair in dataset["translation"]]
+        targets = [pair["en"] for pair in dataset["translation"]]
+        fits = [
+            len(tokenizer(s)["input_ids"]) <= max_source_length
+            and len(tokenizer(t)["input_ids"]) <= max_target_length
+            for s, t in zip(sources, targets, strict=True)
+        ]
+        assert counts[split] == {"kept": sum(fits), "dropped": len(fits) - sum(fits)}
+        assert tokenized[split].num_rows == sum(fits)
+    assert counts["train"]["dropped"] > 0 and counts["train"]["kept"] > 0  # the limits bite on this data
+    train = tokenized["train"]
+    assert train.column_names == ["input_ids", "attention_mask", "labels"]
+    assert max(map(len, train["input_ids"])) <= max_source_length
+    assert max(map(len, train["labels"])) <= max_target_length
+    assert all(labels[-1] == EOS_TOKEN_ID for labels in train["labels"])
+
+
+def test_tokenize_translation_in_the_other_direction(multi30k, tokenizer):
+    tokenized, _ = tokenize_translation(multi30k, tokenizer, "en", "de", 64, 64)
+    first = tokenized["train"][0]
+    assert first["input_ids"] == tokenizer(FIRST_PAIR["en"])["input_ids"]
+    assert tokenizer.decode(first["labels"], skip_special_tokens=True) == FIRST_PAIR["de"]
+
+
+def test_tokenize_translation_reuses_its_cache(multi30k, tokenizer, tmp_path):
+    # Datasets read from disk cache `map` results under a fingerprint of the function and its arguments;
+    # a stable fingerprint means the second run reads the first run's files instead of re-tokenizing.
+    multi30k.save_to_disk(tmp_path / "saved")
+    runs = [
+        tokenize_translation(load_translation_dataset(tmp_path / "saved"), tokenizer, "de", "en", 64, 64)[0]
+        for _ in range(2)
+    ]
+    first, second = (run["train"].cache_files for run in runs)
+    assert first and first == second
+
+
+def test_tokenize_translation_rejects_bad_languages_and_lengths(multi30k, tokenizer):
+    with pytest.raises(ValueError, match=r"Language 'fr' is not in split 'train'; languages found: de, en"):
+        tokenize_translation(multi30k, tokenizer, "de", "fr", 64, 64)
+    with pytest.raises(ValueError, match=r"max_target_length`=100 exceeds .*model_max_length=64"):
+        tokenize_translation(multi30k, tokenizer, "de", "en", 64, 100)
+    with pytest.raises(ValueError, match=r"max_source_length` must be an integer >= 2 .*got 0"):
+        tokenize_translation(multi30k, tokenizer, "de", "en", 0, 64)
+
+
+# ---------------------------------------------------------------------------- collator
+
+
+def test_collator_pads_inputs_with_pad_id_and_labels_with_minus_100(tokenizer):
+    features = [
+        {"input_ids": [5, 6, 7, EOS_TOKEN_ID], "attention_mask": [1, 1, 1, 1], "labels": [8, EOS_TOKEN_ID]},
+        {"input_ids": [9, EOS_TOKEN_ID], "attention_mask": [1, 1], "labels": [10, 11, 12, EOS_TOKEN_ID]},
+    ]
+    batch = build_seq2seq_collator(tokenizer)(features)
+    assert batch["input_ids"].tolist() == [
+        [5, 6, 7, EOS_TOKEN_ID],
+        [9, EOS_TOKEN_ID, PAD_TOKEN_ID, PAD_TOKEN_ID],
+    ]
+    assert batch["attention_mask"].tolist() == [[1, 1, 1, 1], [1, 1, 0, 0]]
+    assert batch["labels"].tolist() == [
+        [8, EOS_TOKEN_ID, LABEL_PAD_TOKEN_ID, LABEL_PAD_TOKEN_ID],
+        [10, 11, 12, EOS_TOKEN_ID],
+    ]
+    assert LABEL_PAD_TOKEN_ID == -100
+
+
+def test_fixture_is_small_and_self_contained():
+    # Tests must not depend on ../shared: the fixture holds everything they read.
+    sizes = {path.name: len(list(iter_text_lines(path))) for path in FIXTURE.glob("*.gz")}
+    assert sizes == {
+        f"{prefix}.{lang}.gz": n
+        for prefix, n in (("train", 300), ("val", 50), ("test_2016_flickr", 50))
+        for lang in ("de", "en")
+    }

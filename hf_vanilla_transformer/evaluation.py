@@ -1,0 +1,150 @@
+"""Evaluate a saved model on a data split: batched `generate()`, the task's metrics, a JSON report.
+
+The report holds the command, the decoding settings, the metrics and every prediction next to its
+source and reference, so every figure quoted in a model card can be traced to the run that made it.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shlex
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from .tasks import DataArguments, load_raw_dataset, load_task_metric, score, text_fields
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class EvaluationArguments:
+    model: str = field(
+        default="outputs/run/final", metadata={"help": "A saved model folder (with tokenizer)."}
+    )
+    split: str = field(default="test", metadata={"help": "Which split of the data set to evaluate on."})
+    batch_size: int = field(default=32, metadata={"help": "Sentences per generate() call."})
+    num_beams: int | None = field(
+        default=None, metadata={"help": "Default: the saved generation config (4)."}
+    )
+    length_penalty: float | None = field(default=None, metadata={"help": "Default: the saved config (0.6)."})
+    max_new_tokens: int | None = field(default=None, metadata={"help": "Default: source length + 50 (§6.1)."})
+    max_examples: int | None = field(
+        default=None, metadata={"help": "Evaluate on the first N examples only."}
+    )
+    output_file: str | None = field(
+        default=None, metadata={"help": "Default: <model>/eval-<split>-<decoding>.json"}
+    )
+    show_examples: int = field(
+        default=5, metadata={"help": "How many predictions to print next to references."}
+    )
+
+
+def _decoding_name(generation: dict) -> str:
+    beams = generation.get("num_beams", 1)
+    return "greedy" if beams == 1 else f"beam{beams}-lp{generation.get('length_penalty', 1.0)}"
+
+
+def generate_texts(model, tokenizer, sources: list[str], batch_size: int, generation: dict) -> list[str]:
+    """Generate for every source, batching sources of similar length (less padding), in input order."""
+    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
+    outputs: list[str | None] = [None] * len(sources)
+    model.eval()
+    for start in tqdm(range(0, len(order), batch_size), desc="Generating", unit="batch"):
+        indices = order[start : start + batch_size]
+        batch = tokenizer([sources[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
+        kwargs = dict(generation)
+        if kwargs.get("max_new_tokens") is None:
+            # §6.1: "maximum output length to input length + 50"
+            kwargs["max_new_tokens"] = batch["input_ids"].shape[1] + 50
+        with torch.inference_mode():
+            generated = model.generate(**batch, **kwargs)
+        for i, text in zip(indices, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
+            outputs[i] = text.strip()
+    return outputs  # type: ignore[return-value]
+
+
+def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> dict:
+    """Generate for `eval_args.split` and score it; write and return the report."""
+    tokenizer = AutoTokenizer.from_pretrained(eval_args.model)
+    model = AutoModelForSeq2SeqLM.from_pretrained(eval_args.model)
+    raw = load_raw_dataset(data_args)
+    if eval_args.split not in raw:
+        raise ValueError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")
+    split = raw[eval_args.split]
+    if eval_args.max_examples is not None:
+        split = split.select(range(min(eval_args.max_examples, split.num_rows)))
+    (src_column, src_key), (tgt_column, tgt_key) = text_fields(data_args)
+    sources = [row[src_key] for row in split[src_column]] if src_key else list(split[src_column])
+    references = [row[tgt_key] for row in split[tgt_column]] if tgt_key else list(split[tgt_column])
+
+    generation = {
+        "num_beams": eval_args.num_beams
+        if eval_args.num_beams is not None
+        else model.generation_config.num_beams,
+        "length_penalty": (
+            eval_args.length_penalty
+            if eval_args.length_penalty is not None
+            else model.generation_config.length_penalty
+        ),
+        "max_new_tokens": eval_args.max_new_tokens,
+        "do_sample": False,
+    }
+    started = time.time()
+    predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
+    seconds = time.time() - started
+
+    metric = load_task_metric(data_args.task)
+    metrics = score(data_args.task, metric, predictions, references)
+    if data_args.task == "translation":
+        lower = metric.compute(predictions=predictions, references=references, lowercase=True)
+        metrics["bleu_lowercase"] = lower["score"]
+        metrics["bleu_lowercase_signature"] = lower["signature"]
+
+    report = {
+        "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
+        "model": eval_args.model,
+        "data": asdict(data_args),
+        "split": eval_args.split,
+        "num_examples": len(sources),
+        "generation": generation,
+        "generation_seconds": round(seconds, 1),
+        "metrics": metrics,
+        "examples": [
+            {"source": s, "reference": r, "prediction": p}
+            for s, r, p in zip(sources, references, predictions, strict=True)
+        ],
+    }
+    output_file = Path(
+        eval_args.output_file
+        or Path(eval_args.model) / f"eval-{eval_args.split}-{_decoding_name(generation)}.json"
+    )
+    output_file.parent.mkdir(parents=True, exist_ok=True)
+    output_file.write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    report["output_file"] = str(output_file)
+    return report
+
+
+def format_report(report: dict, show_examples: int = 5) -> str:
+    """Metrics and a few predictions side by side with their references, for the terminal."""
+    lines = [
+        f"{report['model']} on {report['split']} ({report['num_examples']} examples, "
+        f"{_decoding_name(report['generation'])}, {report['generation_seconds']} s):"
+    ]
+    for name, value in report["metrics"].items():
+        lines.append(f"  {name}: {value:.4f}" if isinstance(value, float) else f"  {name}: {value}")
+    for example in report["examples"][:show_examples]:
+        lines += [
+            f"  source:     {example['source']}",
+            f"  reference:  {example['reference']}",
+            f"  prediction: {example['prediction']}",
+            "",
+        ]
+    lines.append(f"Report written to {report['output_file']}")
+    return "\n".join(lines)

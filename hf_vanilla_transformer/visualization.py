@@ -1,0 +1,74 @@
+"""Pictures people read faster than numbers: cross-attention heat maps of a decoder layer."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import torch
+
+
+def cross_attention(
+    model, tokenizer, source: str, target: str | None = None, layer: int = -1, **generate_kwargs
+):
+    """Cross-attention weights of one decoder layer for one input.
+
+    Without `target`, the model's own output (greedy unless `generate_kwargs` say otherwise) is used.
+    Returns `(weights, source_tokens, target_tokens)` with weights of shape (heads, target_len, source_len):
+    row i is where the decoder looked when it predicted target token i.
+    """
+    model.eval()
+    inputs = tokenizer(source, return_tensors="pt").to(model.device)
+    if target is None:
+        generate_kwargs.setdefault("num_beams", 1)
+        with torch.inference_mode():
+            sequence = model.generate(**inputs, **generate_kwargs)[0]  # starts with decoder_start_token_id
+        labels = sequence[1:]
+    else:
+        labels = tokenizer(text_target=target, return_tensors="pt")["input_ids"][0].to(model.device)
+    decoder_input_ids = model.prepare_decoder_input_ids_from_labels(labels.unsqueeze(0))
+    with torch.inference_mode():
+        out = model(**inputs, decoder_input_ids=decoder_input_ids, output_attentions=True)
+    num_layers = len(out.cross_attentions)
+    if not -num_layers <= layer < num_layers:
+        raise ValueError(
+            f"The decoder has {num_layers} layers; `layer` must be in [{-num_layers}, {num_layers})."
+        )
+    weights = out.cross_attentions[layer][0].float().cpu()  # (heads, T_tgt, T_src)
+    source_tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
+    target_tokens = tokenizer.convert_ids_to_tokens(labels.tolist())
+    return weights, source_tokens, target_tokens
+
+
+def plot_cross_attention(
+    weights: torch.Tensor, source_tokens, target_tokens, path: str | Path, title: str = ""
+) -> Path:
+    """One heat map per head, rows labelled with target tokens and columns with source tokens; a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    heads = weights.shape[0]
+    cols = min(4, heads)
+    rows = math.ceil(heads / cols)
+    cell = 0.28
+    width = max(3.0, cell * len(source_tokens) + 1.5)
+    height = max(2.5, cell * len(target_tokens) + 1.2)
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    for head in range(rows * cols):
+        ax = axes[head // cols][head % cols]
+        if head >= heads:
+            ax.axis("off")
+            continue
+        ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
+        ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90, fontsize=7)
+        ax.set_yticks(range(len(target_tokens)), target_tokens, fontsize=7)
+        ax.set_title(f"head {head}", fontsize=9)
+    if title:
+        fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,31 @@
+"""Evaluate a saved model on a split (named evaluate_model.py: a scripts/evaluate.py would shadow the
+`evaluate` library for every script in this folder).
+
+Batched generation (the saved generation config, beam 4 and length
+penalty 0.6, unless flags say otherwise), the task's metrics, a JSON report with every prediction.
+
+    python scripts/evaluate_model.py --model outputs/multi30k/final --task translation \
+        --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test
+    python scripts/evaluate_model.py --model outputs/series/final --task series --dataset outputs/data/series \
+        --split test --num_beams 1
+"""
+
+import logging
+
+from transformers import HfArgumentParser
+
+from hf_vanilla_transformer.evaluation import EvaluationArguments, evaluate_model, format_report
+from hf_vanilla_transformer.tasks import DataArguments
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
+    eval_args, data_args = HfArgumentParser(
+        (EvaluationArguments, DataArguments)
+    ).parse_args_into_dataclasses()
+    report = evaluate_model(eval_args, data_args)
+    print(format_report(report, eval_args.show_examples))
+
+
+if __name__ == "__main__":
+    main()

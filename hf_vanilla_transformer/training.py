@@ -15,6 +15,7 @@ import json
 import logging
 import random
 import re
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -220,6 +221,29 @@ def plot_loss_curves(train: list[tuple[int, float]], evaluation: list[tuple[int,
     plt.close(fig)
 
 
+class TimeBudgetCallback(TrainerCallback):
+    """Stops training once `minutes` of wall time have passed since training started; the Trainer then
+    saves and evaluates as at the end of any run. For recipes with a time budget rather than a step count."""
+
+    def __init__(self, minutes: float):
+        if minutes <= 0:
+            raise ValueError(f"The time budget must be positive, got {minutes} minutes.")
+        self.seconds = minutes * 60
+        self.started: float | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.started = time.monotonic()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.started is not None and time.monotonic() - self.started >= self.seconds:
+            logger.info(
+                "Time budget of %.1f minutes reached at step %d.", self.seconds / 60, state.global_step
+            )
+            control.should_training_stop = True
+            control.should_save = args.save_strategy != "no"
+            control.should_evaluate = args.eval_strategy != "no"
+
+
 # Checkpoint averaging ------------------------------------------------------------------------------------
 
 
@@ -315,6 +339,9 @@ class RecipeArguments:
         },
     )
     lr_scale: float = field(default=1.0, metadata={"help": "Multiplier of the eq. 3 learning rate."})
+    max_train_minutes: float | None = field(
+        default=None, metadata={"help": "Stop training (and save) after this many minutes of wall time."}
+    )
 
 
 @dataclass
@@ -399,6 +426,9 @@ def run_training(
         )
     if training_args.metric_for_best_model == TASK_METRIC:
         training_args.metric_for_best_model = best_metric_name(data_args.task)
+    callbacks = [LossPlotCallback()]
+    if recipe_args.max_train_minutes is not None:
+        callbacks.append(TimeBudgetCallback(recipe_args.max_train_minutes))
     n_params = sum(p.numel() for p in model.parameters())
     logger.info(
         "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
@@ -417,7 +447,7 @@ def run_training(
         compute_metrics=make_compute_metrics(data_args.task, tokenizer)
         if training_args.predict_with_generate
         else None,
-        callbacks=[LossPlotCallback()],
+        callbacks=callbacks,
         max_tokens=data_args.max_tokens,
     )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)

@@ -165,3 +165,13 @@ def test_accelerate_two_cpu_processes_shard_data_and_agree(translation_data, tmp
     ]
     assert len(rows[0] & rows[1]) <= 0.05 * min(len(rows[0]), len(rows[1])), len(rows[0] & rows[1])
     assert (out / "final" / "model.safetensors").exists() and (out / "state-20").is_dir()
+
+
+@pytest.mark.parametrize("name", ["multi_gpu", "fsdp", "multi_node"])
+def test_shipped_accelerate_configs_load(name):
+    from accelerate.commands.config.config_args import ClusterConfig
+
+    config = ClusterConfig.from_yaml_file(ROOT / "scripts" / "accelerate_configs" / f"{name}.yaml")
+    assert config.num_processes >= 8 and config.mixed_precision == "bf16"
+    if name == "fsdp":
+        assert "VanillaTransformerEncoderLayer" in config.fsdp_config["fsdp_transformer_layer_cls_to_wrap"]

@@ -8,6 +8,7 @@ Writes a ``datasets.DatasetDict`` (columns ``expression``, ``series``) and ``sum
 """
 
 import json
+import sys
 from dataclasses import asdict
 
 from transformers import HfArgumentParser

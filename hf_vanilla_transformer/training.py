@@ -267,6 +267,8 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
     and write a normal `save_pretrained` folder (config, generation config and tokenizer of the last one)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from .saving import save_model_folder
+
     if not checkpoints:
         raise ValueError("No checkpoints to average.")
     total: dict[str, torch.Tensor] = {}
@@ -293,11 +295,13 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
         )
     model.tie_weights()
     output_dir = Path(output_dir)
-    model.save_pretrained(output_dir)
     try:
-        AutoTokenizer.from_pretrained(last).save_pretrained(output_dir)
+        tokenizer = AutoTokenizer.from_pretrained(last)
     except (OSError, ValueError):
         logger.warning("No tokenizer in %s; the averaged model folder has none.", last)
+        model.save_pretrained(output_dir)
+    else:
+        save_model_folder(model, tokenizer, output_dir)
     (output_dir / "averaged_from.json").write_text(json.dumps([str(c) for c in checkpoints], indent=2))
     return output_dir
 
@@ -347,7 +351,7 @@ class RecipeArguments:
 @dataclass
 class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (§5.3): Adam with betas (0.9, 0.98) and
-    eps 1e-9 (torch's AdamW with no weight decay is Adam), linear warmup then inverse square-root decay over 4000 warmup steps; plus
+    eps 1e-9 (torch's AdamW with no weight decay is Adam), no gradient clipping, linear warmup then inverse square-root decay over 4000 warmup steps; plus
     generation during evaluation so the task metric can pick the best checkpoint."""
 
     output_dir: str | None = field(default="outputs/run")
@@ -355,6 +359,7 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     adam_beta2: float = field(default=0.98)
     adam_epsilon: float = field(default=1e-9)
     weight_decay: float = field(default=0.0)
+    max_grad_norm: float = field(default=0.0)  # the paper does not clip gradients
     lr_scheduler_type: SchedulerType | str = field(default="inverse_sqrt")
     warmup_steps: float = field(default=4000)
     predict_with_generate: bool = field(default=True)

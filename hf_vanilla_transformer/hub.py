@@ -1,0 +1,42 @@
+"""Assemble a Hub-ready folder for a trained model and upload it with `huggingface_hub`."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+
+from .saving import save_model_folder
+
+
+def build_hub_folder(model_dir: str | Path, card: str | Path | None, output_dir: str | Path) -> Path:
+    """Write everything a Hub repository needs into `output_dir`: safetensors weights, config with `auto_map`,
+    the modeling/configuration/pipeline code (so `trust_remote_code=True` works for Hub users), tokenizer,
+    generation config, and the model card as README.md."""
+    model_dir, output_dir = Path(model_dir), Path(output_dir)
+    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    if output_dir.exists():
+        shutil.rmtree(output_dir)
+    save_model_folder(model, tokenizer, output_dir)
+    if card is not None:
+        card = Path(card)
+        if not card.is_file():
+            raise FileNotFoundError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
+        from huggingface_hub import ModelCard
+
+        ModelCard.load(card)  # refuses a card whose YAML metadata does not parse
+        shutil.copyfile(card, output_dir / "README.md")
+    return output_dir
+
+
+def push_folder(folder: str | Path, repo_id: str, private: bool = False, token: str | None = None) -> str:
+    """Create the repository (if needed) and upload the folder; the token comes from `hf auth login` or
+    `HF_TOKEN` unless given. Returns the repository URL."""
+    from huggingface_hub import HfApi
+
+    api = HfApi(token=token)
+    url = api.create_repo(repo_id, private=private, exist_ok=True)
+    api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="Upload hf-vanilla-transformer model")
+    return str(url)

@@ -96,6 +96,14 @@ def main() -> None:
                 f"({report['chars_per_token']:.2f} characters per token; </s> not counted)"
             )
 
+    if args.task == "series" and args.dataset_dir is not None:
+        # The series tokenizer must be lossless: decode(encode(s)) == s for every string of every split.
+        for split, dataset in dataset_dict.items():
+            texts = [text for column in COLUMNS["series"] for text in dataset[column]]
+            decoded = tokenizer.batch_decode(tokenizer(texts)["input_ids"], skip_special_tokens=True)
+            mismatches = sum(a != b for a, b in zip(texts, decoded, strict=True))
+            print(f"{split}: decode(encode(s)) == s for {len(texts) - mismatches} of {len(texts)} strings")
+
 
 if __name__ == "__main__":
     main()

@@ -388,51 +388,62 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                 init.copy_(module.weight, sinusoidal_position_table(*module.weight.shape))
 
 
-def _embed(
-    embed_tokens: nn.Embedding,
-    embed_positions: VanillaTransformerPositionalEmbedding,
-    embed_scale: float,
-    dropout: float,
-    training: bool,
-    input_ids: torch.Tensor | None,
-    inputs_embeds: torch.Tensor | None,
-    past_length: int = 0,
-) -> torch.Tensor:
-    """§3.4-3.5: token embedding × sqrt(d_model) + position encoding, then dropout (§5.4)."""
-    if (input_ids is None) == (inputs_embeds is None):
-        raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
-    if inputs_embeds is None:
-        inputs_embeds = embed_tokens(input_ids)
-    hidden_states = inputs_embeds * embed_scale + embed_positions(inputs_embeds.shape[1], past_length).to(
-        inputs_embeds.dtype
-    )
-    return nn.functional.dropout(hidden_states, p=dropout, training=training)  # (B, T, d_model)
+class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
+    """What encoder and decoder share: token embeddings (possibly the shared matrix), positions, the layer
+    stack, and the final LayerNorm that pre-LN needs (the residual stream is otherwise never normalised)."""
 
-
-class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
-    """A stack of `config.encoder_layers` encoder layers (§3.1), over embedded source tokens."""
-
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
+    def __init__(
+        self,
+        config: VanillaTransformerConfig,
+        vocab_size: int,
+        layer_class: type[nn.Module],
+        num_layers: int,
+        embed_tokens: nn.Embedding | None = None,
+    ):
         super().__init__(config)
         self.dropout = config.dropout
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = embed_tokens or nn.Embedding(
-            config.vocab_size, config.d_model, config.pad_token_id
-        )
+        self.embed_tokens = embed_tokens or nn.Embedding(vocab_size, config.d_model, config.pad_token_id)
         self.embed_positions = VanillaTransformerPositionalEmbedding(
             config.max_position_embeddings,
             config.d_model,
             learned=config.position_embedding_type == "learned",
         )
-        self.layers = nn.ModuleList(
-            [VanillaTransformerEncoderLayer(config, layer_idx=i) for i in range(config.encoder_layers)]
-        )
-        # Pre-LN leaves the residual stream un-normalised; a final LayerNorm fixes its scale.
+        self.layers = nn.ModuleList([layer_class(config, layer_idx=i) for i in range(num_layers)])
         self.layer_norm = (
             nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
         )
         self.gradient_checkpointing = False
         self.post_init()
+
+    def embed(
+        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
+    ) -> torch.Tensor:
+        """§3.4-3.5: token embedding × sqrt(d_model) + position encoding, then dropout (§5.4)."""
+        if (input_ids is None) == (inputs_embeds is None):
+            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+        if inputs_embeds is None:
+            inputs_embeds = self.embed_tokens(input_ids)
+        positions = self.embed_positions(inputs_embeds.shape[1], past_length).to(inputs_embeds.dtype)
+        hidden_states = inputs_embeds * self.embed_scale + positions
+        return nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)  # (B, T, d_model)
+
+    def _output_flags(
+        self, output_attentions: bool | None, output_hidden_states: bool | None
+    ) -> tuple[bool, bool]:
+        return (
+            output_attentions if output_attentions is not None else self.config.output_attentions,
+            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states,
+        )
+
+
+class VanillaTransformerEncoder(_VanillaTransformerStack):
+    """A stack of `config.encoder_layers` encoder layers (§3.1), over embedded source tokens."""
+
+    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
+        super().__init__(
+            config, config.vocab_size, VanillaTransformerEncoderLayer, config.encoder_layers, embed_tokens
+        )
 
     def forward(
         self,
@@ -444,21 +455,8 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutput:
-        output_attentions = (
-            output_attentions if output_attentions is not None else self.config.output_attentions
-        )
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
-        hidden_states = _embed(
-            self.embed_tokens,
-            self.embed_positions,
-            self.embed_scale,
-            self.dropout,
-            self.training,
-            input_ids,
-            inputs_embeds,
-        )
+        output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
+        hidden_states = self.embed(input_ids, inputs_embeds)
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
         )
@@ -482,29 +480,17 @@ class VanillaTransformerEncoder(VanillaTransformerPreTrainedModel):
         return output if return_dict is not False else output.to_tuple()
 
 
-class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
+class VanillaTransformerDecoder(_VanillaTransformerStack):
     """A stack of `config.decoder_layers` decoder layers (§3.1) over embedded, right-shifted target tokens."""
 
     def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
-        super().__init__(config)
-        self.dropout = config.dropout
-        self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = embed_tokens or nn.Embedding(
-            config.decoder_vocab_size, config.d_model, config.pad_token_id
+        super().__init__(
+            config,
+            config.decoder_vocab_size,
+            VanillaTransformerDecoderLayer,
+            config.decoder_layers,
+            embed_tokens,
         )
-        self.embed_positions = VanillaTransformerPositionalEmbedding(
-            config.max_position_embeddings,
-            config.d_model,
-            learned=config.position_embedding_type == "learned",
-        )
-        self.layers = nn.ModuleList(
-            [VanillaTransformerDecoderLayer(config, layer_idx=i) for i in range(config.decoder_layers)]
-        )
-        self.layer_norm = (
-            nn.LayerNorm(config.d_model, eps=config.layer_norm_eps) if config.normalize_before else None
-        )
-        self.gradient_checkpointing = False
-        self.post_init()
 
     def forward(
         self,
@@ -522,12 +508,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
     ) -> BaseModelOutputWithPastAndCrossAttentions:
         if encoder_hidden_states is None:
             raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output) to attend to.")
-        output_attentions = (
-            output_attentions if output_attentions is not None else self.config.output_attentions
-        )
-        output_hidden_states = (
-            output_hidden_states if output_hidden_states is not None else self.config.output_hidden_states
-        )
+        output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if self.gradient_checkpointing and self.training and use_cache:
             use_cache = False  # the backward replay would write the cache a second time
@@ -537,16 +518,7 @@ class VanillaTransformerDecoder(VanillaTransformerPreTrainedModel):
             )
 
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        hidden_states = _embed(
-            self.embed_tokens,
-            self.embed_positions,
-            self.embed_scale,
-            self.dropout,
-            self.training,
-            input_ids,
-            inputs_embeds,
-            past_length,
-        )
+        hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         self_attn_cache = (
             past_key_values.self_attention_cache
             if isinstance(past_key_values, EncoderDecoderCache)

@@ -109,12 +109,6 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     return tokenized
 
 
-def reference_texts(args: DataArguments, split) -> list[str]:
-    """The target texts of a raw split, as the metric should see them."""
-    _, (column, key) = text_fields(args)
-    return [row[key] for row in split[column]] if key is not None else list(split[column])
-
-
 def load_task_metric(task: str):
     from .metrics import load_series_metric, load_translation_metric
 

@@ -1,0 +1,234 @@
+"""Speed of this model against transformers' MarianMTModel, the same architecture (post-LN, sinusoidal
+positions, tied embeddings), built at identical sizes with random weights and measured interleaved in one
+process: only ratios measured in the same run mean anything on a shared machine.
+
+Measured: training target tokens/s (forward + backward + Adam step) and model FLOP utilisation against a
+matmul peak measured in the same run; generate() new tokens/s for greedy and beam-4 search at batch 32 and
+batch 1; time per new token as the prefix grows. Each figure is the median of `repeats` runs after a
+warm-up, and every run records the machine's load so that runs taken under load can be spotted.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from transformers import LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
+
+from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+
+
+@dataclass(frozen=True)
+class BenchmarkShape:
+    name: str
+    vocab_size: int
+    d_model: int
+    layers: int
+    ffn_dim: int
+    heads: int
+
+
+SHAPES = {
+    "S": BenchmarkShape("S", 8000, 256, 3, 512, 8),
+    "base": BenchmarkShape("base", 37000, 512, 6, 2048, 8),
+    "multi30k-recipe": BenchmarkShape("multi30k-recipe", 8000, 256, 3, 1024, 8),
+    "tiny": BenchmarkShape(
+        "tiny", 100, 32, 1, 64, 4
+    ),  # checks that the script runs; its figures mean nothing
+}
+
+
+def build_models(shape: BenchmarkShape, seed: int = 0) -> dict[str, torch.nn.Module]:
+    """Our model and MarianMTModel at the same size, both with dropout 0.1, eval/train toggled by the caller."""
+    common = dict(
+        vocab_size=shape.vocab_size,
+        d_model=shape.d_model,
+        encoder_layers=shape.layers,
+        decoder_layers=shape.layers,
+        encoder_attention_heads=shape.heads,
+        decoder_attention_heads=shape.heads,
+        encoder_ffn_dim=shape.ffn_dim,
+        decoder_ffn_dim=shape.ffn_dim,
+        max_position_embeddings=1024,
+        pad_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=1,
+        dropout=0.1,
+    )
+    torch.manual_seed(seed)
+    ours = VanillaTransformerForConditionalGeneration(VanillaTransformerConfig(**common, bos_token_id=1))
+    torch.manual_seed(seed)
+    marian = MarianMTModel(
+        MarianConfig(
+            **common,
+            activation_function="relu",
+            scale_embedding=True,
+            forced_eos_token_id=None,
+            share_encoder_decoder_embeddings=True,
+        )
+    )
+    for model in (ours, marian):
+        # Decoding settings are part of the measurement: the same for both models.
+        model.generation_config.forced_eos_token_id = None
+        model.generation_config.bad_words_ids = None
+    return {"ours": ours, "marian": marian}
+
+
+def machine_load() -> float:
+    """1-minute load average: about 2 on this 2-core machine when the benchmark runs alone."""
+    return os.getloadavg()[0]
+
+
+def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
+    a, b = torch.randn(size, size), torch.randn(size, size)
+    a @ b
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        a @ b
+        times.append(time.perf_counter() - start)
+    return 2 * size**3 / min(times) / 1e9
+
+
+def training_flops_per_step(model, src_tokens: int, tgt_tokens: int) -> float:
+    """6 × (encoder weights × source tokens + decoder and output-projection weights × target tokens):
+    the matmul work of forward + backward, attention scores left out."""
+    enc = sum(p.numel() for n, p in model.named_parameters() if ".encoder." in f".{n}" and "embed" not in n)
+    dec = sum(p.numel() for n, p in model.named_parameters() if ".decoder." in f".{n}" and "embed" not in n)
+    head = model.get_output_embeddings().weight.numel()
+    return 6 * (enc * src_tokens + (dec + head) * tgt_tokens)
+
+
+def time_training_step(model, batch_size: int, length: int, vocab: int) -> Callable[[], float]:
+    generator = torch.Generator().manual_seed(1)
+    inputs = torch.randint(4, vocab, (batch_size, length), generator=generator)
+    labels = torch.randint(4, vocab, (batch_size, length), generator=generator)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
+
+    def step() -> float:
+        model.train()
+        start = time.perf_counter()
+        model(input_ids=inputs, labels=labels).loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return time.perf_counter() - start
+
+    return step
+
+
+def time_generation(model, batch_size: int, src_len: int, new_tokens: int, num_beams: int, vocab: int):
+    inputs = torch.randint(4, vocab, (batch_size, src_len), generator=torch.Generator().manual_seed(2))
+
+    def run() -> float:
+        model.eval()
+        start = time.perf_counter()
+        with torch.inference_mode():
+            model.generate(
+                input_ids=inputs,
+                num_beams=num_beams,
+                do_sample=False,
+                max_new_tokens=new_tokens,
+                min_new_tokens=new_tokens,
+                length_penalty=1.0,
+                early_stopping=False,
+            )
+        return time.perf_counter() - start
+
+    return run
+
+
+class _StepClock(LogitsProcessor):
+    """Records the time at every decoding step (generate() calls logits processors once per new token)."""
+
+    def __init__(self):
+        self.stamps: list[float] = []
+
+    def __call__(self, input_ids, scores):
+        self.stamps.append(time.perf_counter())
+        return scores
+
+
+def per_token_ms_by_prefix(
+    model, prefixes=(32, 128, 512), vocab: int = 8000, window: int = 16
+) -> dict[int, float]:
+    """Median milliseconds per new token (batch 1, greedy) around each prefix length."""
+    clock = _StepClock()
+    inputs = torch.randint(4, vocab, (1, 32), generator=torch.Generator().manual_seed(3))
+    model.eval()
+    with torch.inference_mode():
+        model.generate(
+            input_ids=inputs,
+            num_beams=1,
+            do_sample=False,
+            max_new_tokens=max(prefixes) + window,
+            min_new_tokens=max(prefixes) + window,
+            logits_processor=LogitsProcessorList([clock]),
+        )
+    steps = [b - a for a, b in zip(clock.stamps, clock.stamps[1:], strict=False)]
+    return {p: 1000 * statistics.median(steps[p - window // 2 : p + window // 2]) for p in prefixes}
+
+
+def run_benchmark(shapes: list[str], repeats: int = 3, print_fn=print) -> dict:
+    torch.set_num_threads(torch.get_num_threads())
+    results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__, "shapes": {}}
+    peak = matmul_peak_gflops()
+    results["matmul_peak_gflops"] = peak
+    print_fn(f"matmul peak: {peak:.0f} GFLOP/s on {results['threads']} threads (load {machine_load():.2f})")
+    for shape_name in shapes:
+        shape = SHAPES[shape_name]
+        models = build_models(shape)
+        tasks = {
+            "train_tok_s": ("train", 64, 32, 1),
+            "greedy_b32_tok_s": ("gen", 32, 30, 1),
+            "beam4_b32_tok_s": ("gen", 32, 30, 4),
+            "greedy_b1_tok_s": ("gen", 1, 30, 1),
+        }
+        timers = {}
+        for name, model in models.items():
+            for task, (kind, batch, length, beams) in tasks.items():
+                if kind == "train":
+                    timers[(name, task)] = time_training_step(model, batch, length, shape.vocab_size)
+                else:
+                    timers[(name, task)] = time_generation(model, batch, 24, length, beams, shape.vocab_size)
+        for timer in timers.values():  # warm-up
+            timer()
+        samples: dict = {key: [] for key in timers}
+        loads = []
+        for _ in range(repeats):  # interleaved: every model and task once per round
+            for key, timer in timers.items():
+                samples[key].append(timer())
+            loads.append(machine_load())
+        shape_result: dict = {"load_per_round": loads}
+        for (name, task), times in samples.items():
+            kind, batch, length, beams = tasks[task]
+            median = statistics.median(times)
+            shape_result.setdefault(name, {})[task] = batch * length / median
+            if kind == "train":
+                flops = training_flops_per_step(models[name], batch * length, batch * length)
+                shape_result[name]["train_mfu"] = flops / median / 1e9 / peak
+        for name, model in models.items():
+            shape_result[name]["ms_per_token_by_prefix"] = per_token_ms_by_prefix(
+                model, vocab=shape.vocab_size
+            )
+        results["shapes"][shape_name] = shape_result
+        print_fn(format_shape(shape_name, shape_result))
+    return results
+
+
+def format_shape(shape_name: str, result: dict) -> str:
+    ours, marian = result["ours"], result["marian"]
+    lines = [
+        f"\n{shape_name} (load per round: {', '.join(f'{x:.2f}' for x in result['load_per_round'])})",
+        f"{'measure':<28}{'ours':>12}{'Marian':>12}{'ours/Marian':>14}",
+    ]
+    for key in ("train_tok_s", "greedy_b32_tok_s", "beam4_b32_tok_s", "greedy_b1_tok_s", "train_mfu"):
+        lines.append(f"{key:<28}{ours[key]:>12.2f}{marian[key]:>12.2f}{ours[key] / marian[key]:>14.2f}")
+    for prefix in ours["ms_per_token_by_prefix"]:
+        a, b = ours["ms_per_token_by_prefix"][prefix], marian["ms_per_token_by_prefix"][prefix]
+        lines.append(f"{f'ms/token at prefix {prefix}':<28}{a:>12.2f}{b:>12.2f}{a / b:>14.2f}")
+    return "\n".join(lines)

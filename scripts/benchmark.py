@@ -1,0 +1,29 @@
+"""Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one run;
+prints a table of our/Marian ratios and writes JSON. See `hf_vanilla_transformer.benchmarking`.
+
+    python scripts/benchmark.py --shapes S base --repeats 3 --output outputs/benchmark.json
+"""
+
+import argparse
+import json
+from pathlib import Path
+
+from hf_vanilla_transformer.benchmarking import SHAPES, run_benchmark
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--shapes", nargs="+", default=["S", "base"], choices=sorted(SHAPES))
+    parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
+    parser.add_argument("--output", default="outputs/benchmark.json")
+    args = parser.parse_args()
+    results = run_benchmark(args.shapes, repeats=args.repeats)
+    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output).write_text(json.dumps(results, indent=2))
+    print(f"\nWrote {args.output}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,24 @@
+"""The benchmark runs and reports every figure (it is a script, not a timed test: no speed is asserted)."""
+
+from hf_vanilla_transformer.benchmarking import build_models, run_benchmark
+
+
+def test_models_built_at_identical_sizes():
+    from hf_vanilla_transformer.benchmarking import SHAPES
+
+    models = build_models(SHAPES["S"])
+    counts = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
+    # Marian stores its fixed sinusoids as frozen parameters; trainable counts must match.
+    assert counts["ours"] == counts["marian"], counts
+
+
+def test_benchmark_reports_every_figure():
+    lines = []
+    results = run_benchmark(["tiny"], repeats=1, print_fn=lines.append)
+    shape = results["shapes"]["tiny"]
+    for name in ("ours", "marian"):
+        for key in ("train_tok_s", "greedy_b32_tok_s", "beam4_b32_tok_s", "greedy_b1_tok_s", "train_mfu"):
+            assert shape[name][key] > 0
+        assert set(shape[name]["ms_per_token_by_prefix"]) == {32, 128, 512}
+    assert results["matmul_peak_gflops"] > 0
+    assert "ours/Marian" in lines[-1]

@@ -8,6 +8,8 @@ import argparse
 import json
 from pathlib import Path
 
+from transformers.utils import logging as hf_logging
+
 from hf_vanilla_transformer.benchmarking import SHAPES, run_benchmark
 
 
@@ -19,6 +21,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
     parser.add_argument("--output", default="outputs/benchmark.json")
     args = parser.parse_args()
+    hf_logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
     results = run_benchmark(args.shapes, repeats=args.repeats)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=2))

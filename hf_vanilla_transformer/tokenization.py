@@ -134,6 +134,19 @@ def _check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
         )
 
 
+def _bpe_trainer(
+    vocab_size: int, min_frequency: int, alphabet: Sequence[str], show_progress: bool
+) -> BpeTrainer:
+    """The BPE trainer both tokenizers use: special tokens first (so position == id), the alphabet always in."""
+    return BpeTrainer(
+        vocab_size=vocab_size,
+        min_frequency=min_frequency,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=list(alphabet),
+        show_progress=show_progress,
+    )
+
+
 def _train(tokenizer: Tokenizer, files_or_iterator: TextSource, trainer: BpeTrainer, vocab_size: int) -> None:
     """Train `tokenizer` in place, then check that the corpus and `vocab_size` made sense."""
     num_texts = 0
@@ -216,13 +229,7 @@ def train_translation_tokenizer(
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always")
     tokenizer.decoder = decoders.Metaspace(replacement=METASPACE, prepend_scheme="always")
-    trainer = BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=list(TRANSLATION_ALPHABET),
-        show_progress=show_progress,
-    )
+    trainer = _bpe_trainer(vocab_size, min_frequency, TRANSLATION_ALPHABET, show_progress)
     _train(tokenizer, files_or_iterator, trainer, vocab_size)
     wrapped = _wrap(tokenizer, model_max_length)
     if output_dir is not None:
@@ -261,13 +268,7 @@ def train_series_tokenizer(
     tokenizer = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(SERIES_SPLIT_PATTERN), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()  # concatenate: no space is added or removed
-    trainer = BpeTrainer(
-        vocab_size=vocab_size,
-        min_frequency=min_frequency,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=list(SERIES_ALPHABET),
-        show_progress=show_progress,
-    )
+    trainer = _bpe_trainer(vocab_size, min_frequency, SERIES_ALPHABET, show_progress)
     _train(tokenizer, files_or_iterator, trainer, vocab_size)
     # Added tokens are matched (longest first, so "sinh" before "sin") before BPE runs. A name BPE already
     # learned keeps its id; only names that were split grow the vocabulary, by at most len(function_names).

@@ -1,6 +1,6 @@
 """Our evaluation metrics as local `evaluate` modules, loadable offline.
 
-``evaluate.load("sacrebleu")`` fetches a script from the Hugging Face Hub and fails without a
+Loading a metric by its Hub name (e.g. sacrebleu) fetches a script from the Hugging Face Hub and fails without a
 network. The modules here ship inside the package (as package data) and are loaded by absolute
 path, which evaluate resolves locally, from a source checkout or from an installed wheel:
 

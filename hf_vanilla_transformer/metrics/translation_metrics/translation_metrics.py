@@ -1,6 +1,6 @@
 """sacreBLEU and chrF for translation, as a local `evaluate` module.
 
-Load it by path (nothing is downloaded, unlike ``evaluate.load("sacrebleu")``)::
+Load it by path (nothing is downloaded, unlike loading sacrebleu by its Hub name)::
 
     from hf_vanilla_transformer.metrics import load_translation_metric
 

@@ -4,14 +4,21 @@ process: only ratios measured in the same run mean anything on a shared machine.
 
 Measured: training target tokens/s (forward + backward + Adam step) and model FLOP utilisation against a
 matmul peak measured in the same run; generate() new tokens/s for greedy and beam-4 search at batch 32 and
-batch 1; time per new token as the prefix grows. Each figure is the median of `repeats` runs after a
-warm-up, and every run records the machine's load so that runs taken under load can be spotted.
+batch 1; time per new token as the prefix grows; peak memory of a training step and of beam search. Each
+figure is the median of `repeats` runs after a warm-up, and every run records the machine's load so that
+runs taken under load can be spotted. Optionally, our model exported to CTranslate2 (float32 and int8) is
+timed on the same decoding tasks in a separate torch-free process, right after.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -79,6 +86,86 @@ def build_models(shape: BenchmarkShape, seed: int = 0) -> dict[str, torch.nn.Mod
     return {"ours": ours, "marian": marian}
 
 
+def synthetic_tokenizer(vocab_size: int):
+    """A word-level tokenizer "w4".."w{V-1}" with our special-token ids: what an export needs, no training."""
+    from tokenizers import Tokenizer, models, pre_tokenizers
+    from transformers import PreTrainedTokenizerFast
+
+    vocab = {token: index for index, token in enumerate(["<pad>", "<s>", "</s>", "<unk>"])}
+    vocab.update({f"w{index}": index for index in range(4, vocab_size)})
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+
+
+def peak_memory_mb(fn: Callable[[], object], interval: float = 0.0005) -> float:
+    """Peak resident memory above the level just before `fn` runs, in MiB, sampled from /proc/self/statm by a
+    thread. Large tensors are mmap-backed and returned to the OS when freed, so this tracks what `fn`
+    allocates at its peak (activations, gradients, optimizer state created on first use, caches)."""
+    page = os.sysconf("SC_PAGE_SIZE")
+
+    def rss() -> int:
+        with open("/proc/self/statm") as statm:
+            return int(statm.read().split()[1]) * page
+
+    baseline, peak, done = rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], rss())
+            time.sleep(interval)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        fn()
+    finally:
+        done.set()
+        sampler.join()
+    return max(peak[0], rss()) - baseline
+
+
+def generation_inputs(batch_size: int, src_len: int, vocab: int) -> torch.Tensor:
+    """The random source batch every generation measurement uses (ours, Marian's and CTranslate2's)."""
+    return torch.randint(4, vocab, (batch_size, src_len), generator=torch.Generator().manual_seed(2))
+
+
+def ctranslate2_throughput(
+    model, shape: BenchmarkShape, tasks: dict[str, tuple[int, int, int]], repeats: int, quantization: str | None
+) -> dict[str, float]:
+    """New tokens/s of `model` exported to CTranslate2, on `tasks` {name: (batch, new_tokens, num_beams)} with
+    the same source batches as `time_generation`, timed in a subprocess that never imports torch."""
+    from .ctranslate2_export import convert_to_ctranslate2
+    from .saving import save_model_folder
+
+    with tempfile.TemporaryDirectory() as tmp:
+        save_model_folder(model.eval(), synthetic_tokenizer(shape.vocab_size), f"{tmp}/model")
+        model_dir = convert_to_ctranslate2(f"{tmp}/model", f"{tmp}/ct2", quantization=quantization)
+        job = {
+            "model_dir": str(model_dir),
+            "threads": torch.get_num_threads(),
+            "repeats": repeats,
+            "tasks": [
+                {
+                    "name": name,
+                    "sources": [[f"w{i}" for i in row] for row in generation_inputs(batch, 24, shape.vocab_size).tolist()],
+                    "new_tokens": new_tokens,
+                    "num_beams": beams,
+                }
+                for name, (batch, new_tokens, beams) in tasks.items()
+            ],
+        }
+        script = os.path.join(os.path.dirname(__file__), "_ctranslate2_timing.py")
+        result = subprocess.run(
+            [sys.executable, script], input=json.dumps(job), capture_output=True, text=True, check=False
+        )
+    if result.returncode != 0:
+        raise RuntimeError(f"CTranslate2 timing failed:\n{result.stderr}")
+    return json.loads(result.stdout)
+
+
 def machine_load() -> float:
     """1-minute load average: about 2 on this 2-core machine when the benchmark runs alone."""
     return os.getloadavg()[0]
@@ -122,7 +209,7 @@ def time_training_step(model, batch_size: int, length: int, vocab: int) -> Calla
 
 
 def time_generation(model, batch_size: int, src_len: int, new_tokens: int, num_beams: int, vocab: int):
-    inputs = torch.randint(4, vocab, (batch_size, src_len), generator=torch.Generator().manual_seed(2))
+    inputs = generation_inputs(batch_size, src_len, vocab)
 
     def run() -> float:
         model.eval()
@@ -173,7 +260,16 @@ def per_token_ms_by_prefix(
     return {p: 1000 * statistics.median(steps[p - window // 2 : p + window // 2]) for p in prefixes}
 
 
-def run_benchmark(shapes: list[str], repeats: int = 3, print_fn=print) -> dict:
+GENERATION_TASKS = {  # name: (batch size, new tokens, beams)
+    "greedy_b32_tok_s": (32, 30, 1),
+    "beam4_b32_tok_s": (32, 30, 4),
+    "greedy_b1_tok_s": (1, 30, 1),
+}
+
+
+def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False, print_fn=print) -> dict:
+    """Measure every shape in `shapes` (keys of `SHAPES`); with `ctranslate2`, also our model exported to
+    CTranslate2 in float32 and int8."""
     torch.set_num_threads(torch.get_num_threads())
     results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__, "shapes": {}}
     peak = matmul_peak_gflops()
@@ -184,9 +280,7 @@ def run_benchmark(shapes: list[str], repeats: int = 3, print_fn=print) -> dict:
         models = build_models(shape)
         tasks = {
             "train_tok_s": ("train", 64, 32, 1),
-            "greedy_b32_tok_s": ("gen", 32, 30, 1),
-            "beam4_b32_tok_s": ("gen", 32, 30, 4),
-            "greedy_b1_tok_s": ("gen", 1, 30, 1),
+            **{name: ("gen", batch, length, beams) for name, (batch, length, beams) in GENERATION_TASKS.items()},
         }
         timers = {}
         for name, model in models.items():
@@ -215,6 +309,14 @@ def run_benchmark(shapes: list[str], repeats: int = 3, print_fn=print) -> dict:
             shape_result[name]["ms_per_token_by_prefix"] = per_token_ms_by_prefix(
                 model, vocab=shape.vocab_size
             )
+            # Measured apart from the timings: the sampling thread would slow what it watches.
+            shape_result[name]["train_peak_mb"] = peak_memory_mb(timers[(name, "train_tok_s")]) / 2**20
+            shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(timers[(name, "beam4_b32_tok_s")]) / 2**20
+        if ctranslate2:
+            for quantization in (None, "int8"):
+                shape_result[f"ct2_{quantization or 'float32'}"] = ctranslate2_throughput(
+                    models["ours"], shape, GENERATION_TASKS, repeats, quantization
+                )
         results["shapes"][shape_name] = shape_result
         print_fn(format_shape(shape_name, shape_result))
     return results
@@ -226,9 +328,16 @@ def format_shape(shape_name: str, result: dict) -> str:
         f"\n{shape_name} (load per round: {', '.join(f'{x:.2f}' for x in result['load_per_round'])})",
         f"{'measure':<28}{'ours':>12}{'Marian':>12}{'ours/Marian':>14}",
     ]
-    for key in ("train_tok_s", "greedy_b32_tok_s", "beam4_b32_tok_s", "greedy_b1_tok_s", "train_mfu"):
+    for key in (
+        "train_tok_s", *GENERATION_TASKS, "train_mfu", "train_peak_mb", "beam4_b32_peak_mb"
+    ):
         lines.append(f"{key:<28}{ours[key]:>12.2f}{marian[key]:>12.2f}{ours[key] / marian[key]:>14.2f}")
     for prefix in ours["ms_per_token_by_prefix"]:
         a, b = ours["ms_per_token_by_prefix"][prefix], marian["ms_per_token_by_prefix"][prefix]
         lines.append(f"{f'ms/token at prefix {prefix}':<28}{a:>12.2f}{b:>12.2f}{a / b:>14.2f}")
+    for engine in ("ct2_float32", "ct2_int8"):
+        if engine in result:
+            lines.append(f"{'':<28}{engine:>12}{'ours':>12}{engine + '/ours':>14}")
+            for key, value in result[engine].items():
+                lines.append(f"{key:<28}{value:>12.2f}{ours[key]:>12.2f}{value / ours[key]:>14.2f}")
     return "\n".join(lines)

@@ -34,7 +34,13 @@ class EvaluationArguments:
         default=None, metadata={"help": "Default: the saved generation config (4)."}
     )
     length_penalty: float | None = field(default=None, metadata={"help": "Default: the saved config (0.6)."})
-    max_new_tokens: int | None = field(default=None, metadata={"help": "Default: source length + 50 (§6.1)."})
+    max_new_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Default: translation, source length + 50 (§6.1); series, the saved config's max_length "
+            "(a series is many times longer than its expression)."
+        },
+    )
     max_examples: int | None = field(
         default=None, metadata={"help": "Evaluate on the first N examples only."}
     )
@@ -49,6 +55,26 @@ class EvaluationArguments:
 def _decoding_name(generation: dict) -> str:
     beams = generation.get("num_beams", 1)
     return "greedy" if beams == 1 else f"beam{beams}-lp{generation.get('length_penalty', 1.0)}"
+
+
+def generation_settings(eval_args: EvaluationArguments, task: str, generation_config) -> dict:
+    """generate() keyword arguments: the command line's choices over the model's saved generation config.
+
+    `max_new_tokens` stays None for translation (`generate_texts` then allows source length + 50, §6.1); a
+    series is many times longer than its expression, so it gets the saved config's `max_length`.
+    """
+    return {
+        "num_beams": eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams,
+        "length_penalty": (
+            eval_args.length_penalty if eval_args.length_penalty is not None else generation_config.length_penalty
+        ),
+        "max_new_tokens": (
+            eval_args.max_new_tokens
+            if eval_args.max_new_tokens is not None or task == "translation"
+            else generation_config.max_length
+        ),
+        "do_sample": False,
+    }
 
 
 def generate_texts(model, tokenizer, sources: list[str], batch_size: int, generation: dict) -> list[str]:
@@ -84,18 +110,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
     sources = [row[src_key] for row in split[src_column]] if src_key else list(split[src_column])
     references = [row[tgt_key] for row in split[tgt_column]] if tgt_key else list(split[tgt_column])
 
-    generation = {
-        "num_beams": eval_args.num_beams
-        if eval_args.num_beams is not None
-        else model.generation_config.num_beams,
-        "length_penalty": (
-            eval_args.length_penalty
-            if eval_args.length_penalty is not None
-            else model.generation_config.length_penalty
-        ),
-        "max_new_tokens": eval_args.max_new_tokens,
-        "do_sample": False,
-    }
+    generation = generation_settings(eval_args, data_args.task, model.generation_config)
     started = time.time()
     predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
     seconds = time.time() - started

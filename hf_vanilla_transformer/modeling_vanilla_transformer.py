@@ -804,6 +804,20 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             loss = loss / num_items_in_batch
         return loss
 
+    def _reorder_cache(self, past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+        """Beam search hook: reorder the self-attention cache only.
+
+        generate() expands the encoder output once per beam, so the cross-attention keys/values of the beams
+        of one source are identical, and `beam_idx` only ever picks among the beams of the same source.
+        Reordering them (what the default does every step) would copy each layer's cross-attention cache
+        onto itself; skipping it saves that copy on every step of beam search.
+        """
+        if isinstance(past_key_values, EncoderDecoderCache):
+            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        else:
+            past_key_values.reorder_cache(beam_idx)
+        return past_key_values
+
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 

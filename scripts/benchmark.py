@@ -1,7 +1,10 @@
 """Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one run;
 prints a table of our/Marian ratios and writes JSON. See `hf_vanilla_transformer.benchmarking`.
 
-    python scripts/benchmark.py --shapes S base --repeats 3 --output outputs/benchmark.json
+    python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --output outputs/benchmark.json
+
+--ctranslate2 also exports our model to CTranslate2 (float32 and int8) and times it on the same decoding tasks
+in a separate process that does not load torch (needs `pip install ctranslate2`).
 """
 
 import argparse
@@ -19,10 +22,11 @@ def main() -> None:
     )
     parser.add_argument("--shapes", nargs="+", default=["S", "base"], choices=sorted(SHAPES))
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
+    parser.add_argument("--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2.")
     parser.add_argument("--output", default="outputs/benchmark.json")
     args = parser.parse_args()
     hf_logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
-    results = run_benchmark(args.shapes, repeats=args.repeats)
+    results = run_benchmark(args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=2))
     print(f"\nWrote {args.output}")

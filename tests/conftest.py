@@ -18,8 +18,8 @@ TINY_VOCAB = 40
 
 
 def tiny_config(**overrides) -> VanillaTransformerConfig:
-    """A model small enough for unit tests: d_model 32, 2+2 layers, 4 heads, vocabulary of 40."""
-    return VanillaTransformerConfig.from_preset("transformer-tiny", vocab_size=TINY_VOCAB, **overrides)
+    """A model small enough for unit tests: d_model 32, 2+2 layers, 4 heads, vocabulary of 40 (unless overridden)."""
+    return VanillaTransformerConfig.from_preset("transformer-tiny", **{"vocab_size": TINY_VOCAB, **overrides})
 
 
 @pytest.fixture
@@ -50,7 +50,7 @@ def word_tokenizer():
     from tokenizers import Tokenizer, models, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    vocab = {tok: i for i, tok in enumerate(["<pad>", "<s>", "</s>", "<unk>", *WORDS])}
+    vocab = {tok: i for i, tok in enumerate(["<pad>", "<s>", "</s>", "<unk>", *dict.fromkeys(WORDS)])}
     backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
     backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
     backend.post_processor = processors.TemplateProcessing(single="$A </s>", special_tokens=[("</s>", 2)])

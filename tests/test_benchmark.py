@@ -1,6 +1,6 @@
 """The benchmark runs and reports every figure (it is a script, not a timed test: no speed is asserted)."""
 
-from hf_vanilla_transformer.benchmarking import build_models, run_benchmark
+from hf_vanilla_transformer.benchmarking import GENERATION_TASKS, build_models, run_benchmark
 
 
 def test_models_built_at_identical_sizes():
@@ -14,11 +14,13 @@ def test_models_built_at_identical_sizes():
 
 def test_benchmark_reports_every_figure():
     lines = []
-    results = run_benchmark(["tiny"], repeats=1, print_fn=lines.append)
+    results = run_benchmark(["tiny"], repeats=1, ctranslate2=True, print_fn=lines.append)
     shape = results["shapes"]["tiny"]
     for name in ("ours", "marian"):
-        for key in ("train_tok_s", "greedy_b32_tok_s", "beam4_b32_tok_s", "greedy_b1_tok_s", "train_mfu"):
-            assert shape[name][key] > 0
+        for key in ("train_tok_s", *GENERATION_TASKS, "train_mfu", "train_peak_mb", "beam4_b32_peak_mb"):
+            assert shape[name][key] > 0, (name, key)
+    for engine in ("ct2_float32", "ct2_int8"):
+        assert set(shape[engine]) == set(GENERATION_TASKS) and min(shape[engine].values()) > 0
         assert set(shape[name]["ms_per_token_by_prefix"]) == {32, 128, 512}
     assert results["matmul_peak_gflops"] > 0
-    assert "ours/Marian" in lines[-1]
+    assert "ours/Marian" in lines[-1] and "ct2_int8/ours" in lines[-1]

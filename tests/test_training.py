@@ -164,3 +164,17 @@ def test_checkpoint_averaging_writes_mean_weights(tmp_path, word_tokenizer):
     assert model.lm_head.weight is model.model.shared.weight
     with pytest.raises(ValueError, match="has 2"):
         last_checkpoints(tmp_path, 5)
+
+
+def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model):
+    """The translation default (source length + 50, §6.1) would cut series, which are ~3x longer than their
+    expressions (in the 50k test split: targets up to 248 tokens, sources at most 16)."""
+    from hf_vanilla_transformer.evaluation import EvaluationArguments, generation_settings
+
+    config = tiny_model.generation_config
+    series = generation_settings(EvaluationArguments(), "series", config)
+    translation = generation_settings(EvaluationArguments(), "translation", config)
+    assert series["max_new_tokens"] == config.max_length == 256
+    assert translation["max_new_tokens"] is None  # generate_texts applies source length + 50 per batch
+    chosen = generation_settings(EvaluationArguments(num_beams=1, max_new_tokens=7), "series", config)
+    assert (chosen["num_beams"], chosen["max_new_tokens"], chosen["length_penalty"]) == (1, 7, 0.6)

@@ -1,0 +1,90 @@
+"""Generate with a CTranslate2 export (see `ctranslate2_export`): our tokenizer in, text out.
+
+This module imports only `ctranslate2`, `tokenizers` and the standard library, never torch: with torch loaded in
+the same process CTranslate2's float32 decoding ran about 1.85x slower on this project's CPUs (two OpenMP
+runtimes, see the benchmark). Importing it as `hf_vanilla_transformer.ctranslate2_inference` runs the
+package's __init__, which loads torch to register the model; a torch-free service loads this one file by path:
+
+    import importlib.util, pathlib
+    package_dir = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent  # no import
+    spec = importlib.util.spec_from_file_location("ct2_inference", package_dir / "ctranslate2_inference.py")
+    ct2_inference = importlib.util.module_from_spec(spec); spec.loader.exec_module(ct2_inference)
+    model = ct2_inference.CTranslate2Seq2Seq("outputs/ct2/multi30k")
+
+(`scripts/benchmark_ctranslate2.py` does exactly this.)
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+import ctranslate2
+from tokenizers import Tokenizer
+
+# Written by `ctranslate2_export` next to CTranslate2's files: the source model's decoding defaults.
+GENERATION_DEFAULTS_FILE = "generation_defaults.json"
+
+
+class CTranslate2Seq2Seq:
+    """A CTranslate2 `Translator` over an exported folder, with the model's own tokenizer and decoding defaults.
+
+    Args:
+        model_dir: folder written by `convert_to_ctranslate2`.
+        device: "cpu", "cuda" or "auto".
+        compute_type: CTranslate2's compute type ("default" keeps the exported weight type; "int8", "float32",
+            "int8_float16", ... convert at load time).
+        intra_threads: threads per translation (0: CTranslate2's default).
+    """
+
+    def __init__(
+        self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0
+    ):
+        model_dir = Path(model_dir)
+        for required in ("model.bin", "tokenizer.json", GENERATION_DEFAULTS_FILE):
+            if not (model_dir / required).is_file():
+                raise FileNotFoundError(
+                    f"{model_dir} has no {required}: it is not a folder written by "
+                    "hf_vanilla_transformer.ctranslate2_export.convert_to_ctranslate2 (scripts/export_ctranslate2.py)."
+                )
+        self.translator = ctranslate2.Translator(
+            str(model_dir), device=device, compute_type=compute_type, intra_threads=intra_threads
+        )
+        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # CTranslate2 takes ragged batches; padding ids would be read as real source tokens.
+        self.tokenizer.no_padding()
+        self.defaults = json.loads((model_dir / GENERATION_DEFAULTS_FILE).read_text())
+
+    def generate_ids(
+        self,
+        source_ids: Sequence[Sequence[int]],
+        num_beams: int | None = None,
+        max_new_tokens: int | None = None,
+        length_penalty: float | None = None,
+        max_batch_size: int = 0,
+    ) -> list[list[int]]:
+        """Decode token-id inputs (with their `</s>`, as our tokenizer makes them); returns the generated ids
+        without the decoder start token and without `</s>`."""
+        limit = self.defaults["max_position_embeddings"]
+        too_long = [index for index, ids in enumerate(source_ids) if len(ids) > limit]
+        if too_long:
+            raise ValueError(
+                f"Inputs {too_long[:5]} are longer than the model's {limit} positions; truncate them "
+                f"(e.g. tokenizer truncation with max_length={limit})."
+            )
+        tokens = [[self.tokenizer.id_to_token(index) for index in ids] for ids in source_ids]
+        results = self.translator.translate_batch(
+            tokens,
+            beam_size=num_beams or self.defaults["num_beams"],
+            length_penalty=self.defaults["length_penalty"] if length_penalty is None else length_penalty,
+            max_decoding_length=max_new_tokens or self.defaults["max_length"],
+            max_batch_size=max_batch_size,
+        )
+        return [[self.tokenizer.token_to_id(token) for token in result.hypotheses[0]] for result in results]
+
+    def generate(self, texts: Sequence[str], **kwargs) -> list[str]:
+        """Encode `texts` with the model's tokenizer, decode with `generate_ids(**kwargs)`, return strings."""
+        source_ids = [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
+        outputs = self.generate_ids(source_ids, **kwargs)
+        return self.tokenizer.decode_batch(outputs, skip_special_tokens=True)

@@ -1,0 +1,140 @@
+"""CTranslate2 export: the converted model decodes exactly like ours (fp32 greedy and beam), int8 stays close,
+and bad inputs fail clearly."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
+from hf_vanilla_transformer.ctranslate2_inference import CTranslate2Seq2Seq
+from hf_vanilla_transformer.saving import save_model_folder
+
+from .conftest import tiny_config
+
+SOURCES = [
+    "ein hund läuft im park",
+    "zwei katzen schlafen",
+    "a dog runs in the park two cats sleep",
+    "hund",
+    "ein hund läuft im park zwei katzen schlafen ein hund",
+]
+MAX_NEW_TOKENS = 12
+
+
+def _saved_model(folder: Path, tokenizer, **config_overrides) -> VanillaTransformerForConditionalGeneration:
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=len(tokenizer), max_position_embeddings=64, **config_overrides)
+    model = VanillaTransformerForConditionalGeneration(config).eval()
+    save_model_folder(model, tokenizer, folder)
+    return model
+
+
+def _our_ids(model, tokenizer, texts, **generate_kwargs) -> list[list[int]]:
+    batch = tokenizer(texts, return_tensors="pt", padding=True)
+    with torch.no_grad():
+        output = model.generate(**batch, max_new_tokens=MAX_NEW_TOKENS, do_sample=False, **generate_kwargs)
+    special = {tokenizer.pad_token_id, tokenizer.eos_token_id}
+    # Drop the decoder start token; after </s> only padding follows.
+    return [[index for index in row[1:].tolist() if index not in special] for row in output]
+
+
+@pytest.mark.parametrize(
+    "variant",
+    [{}, {"normalize_before": True, "position_embedding_type": "learned"}],
+    ids=["paper-post-ln-sinusoidal", "pre-ln-learned-positions"],
+)
+def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, variant):
+    model = _saved_model(tmp_path / "model", word_tokenizer, **variant)
+    exported = convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    ct2 = CTranslate2Seq2Seq(exported, intra_threads=1)
+    source_ids = [word_tokenizer(text)["input_ids"] for text in SOURCES]
+
+    greedy = ct2.generate_ids(source_ids, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    assert greedy == _our_ids(model, word_tokenizer, SOURCES, num_beams=1)
+    assert any(len(ids) > 1 for ids in greedy)  # not a trivially empty comparison
+
+    beam = ct2.generate_ids(source_ids, num_beams=4, max_new_tokens=MAX_NEW_TOKENS, length_penalty=1.0)
+    assert beam == _our_ids(model, word_tokenizer, SOURCES, num_beams=4, length_penalty=1.0, early_stopping=True)
+
+    texts = ct2.generate(SOURCES, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    assert texts == word_tokenizer.batch_decode(greedy, skip_special_tokens=True)
+
+
+def test_int8_export_stays_close(tmp_path, word_tokenizer):
+    """int8 weights: the float32 export's greedy outputs keep nearly the same log-probability under int8."""
+    _saved_model(tmp_path / "model", word_tokenizer)
+    float32 = CTranslate2Seq2Seq(convert_to_ctranslate2(tmp_path / "model", tmp_path / "f32"), intra_threads=1)
+    int8 = CTranslate2Seq2Seq(
+        convert_to_ctranslate2(tmp_path / "model", tmp_path / "i8", quantization="int8"), intra_threads=1
+    )
+    source_ids = [word_tokenizer(text)["input_ids"] for text in SOURCES]
+    hypotheses = float32.generate_ids(source_ids, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    sources = [[word_tokenizer.convert_ids_to_tokens(i) for i in ids] for ids in source_ids]
+    targets = [word_tokenizer.convert_ids_to_tokens(ids) for ids in hypotheses]
+    scores = {
+        name: [r.log_probs for r in model.translator.score_batch(sources, targets)]
+        for name, model in (("float32", float32), ("int8", int8))
+    }
+    differences = [
+        abs(a - b) for f, i in zip(scores["float32"], scores["int8"], strict=True) for a, b in zip(f, i, strict=True)
+    ]
+    assert max(differences) < 0.1, f"int8 moved a token log-probability by {max(differences):.3f}"
+    int8_hypotheses = int8.generate_ids(source_ids, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    agreement = sum(a == b for a, b in zip(hypotheses, int8_hypotheses, strict=True))
+    print(f"int8 greedy outputs identical to float32: {agreement}/{len(SOURCES)}")
+
+
+def test_export_errors_are_clear(tmp_path, word_tokenizer):
+    _saved_model(tmp_path / "model", word_tokenizer)
+    convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    with pytest.raises(RuntimeError, match="already exists"):
+        convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    with pytest.raises(ValueError, match="not a valid quantization"):
+        convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2-bad", quantization="int3")
+    assert (tmp_path / "ct2" / "model.bin").is_file()  # a failed conversion did not touch the earlier export
+
+    mismatched = tmp_path / "mismatched"
+    torch.manual_seed(0)
+    wrong_vocab = VanillaTransformerForConditionalGeneration(tiny_config(vocab_size=len(word_tokenizer) + 3))
+    save_model_folder(wrong_vocab, word_tokenizer, mismatched)
+    with pytest.raises(ValueError, match="ids are exactly 0..22"):
+        convert_to_ctranslate2(mismatched, tmp_path / "ct2-mismatched")
+
+    with pytest.raises(FileNotFoundError, match="no model.bin"):
+        CTranslate2Seq2Seq(tmp_path / "model")
+    ct2 = CTranslate2Seq2Seq(tmp_path / "ct2", intra_threads=1)
+    with pytest.raises(ValueError, match="longer than the model's 64 positions"):
+        ct2.generate_ids([[4] * 65])
+
+
+def test_inference_module_runs_without_torch(tmp_path, word_tokenizer):
+    """Loaded by path as its docstring shows, the inference module generates in a process without torch."""
+    _saved_model(tmp_path / "model", word_tokenizer)
+    exported = convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    code = f"""
+import importlib.util, pathlib, sys
+package_dir = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent
+spec = importlib.util.spec_from_file_location("ct2_inference", package_dir / "ctranslate2_inference.py")
+module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
+print(module.CTranslate2Seq2Seq({str(exported)!r}, intra_threads=1).generate(["ein hund"], max_new_tokens=5))
+assert "torch" not in sys.modules, "torch was imported"
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.startswith("[")
+
+
+def test_export_script_converts_and_translates(tmp_path, word_tokenizer):
+    _saved_model(tmp_path / "model", word_tokenizer)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "export_ctranslate2.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--model", str(tmp_path / "model"), "--output_dir", str(tmp_path / "ct2"),
+         "--quantization", "int8", "--example", "ein hund", "--num_beams", "2"],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "ein hund\n  -> " in result.stdout and (tmp_path / "ct2" / "model.bin").is_file()

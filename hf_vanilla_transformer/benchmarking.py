@@ -4,7 +4,7 @@ process: only ratios measured in the same run mean anything on a shared machine.
 
 Measured: training target tokens/s (forward + backward + Adam step) and model FLOP utilisation against a
 matmul peak measured in the same run; generate() new tokens/s for greedy and beam-4 search at batch 32 and
-batch 1; time per new token as the prefix grows; peak memory of a training step and of beam search. Each
+batch 1; time per new token as the prefix grows; peak tensor memory of a training step and of beam search. Each
 figure is the median of `repeats` runs after a warm-up, and every run records the machine's load so that
 runs taken under load can be spotted. Optionally, our model exported to CTranslate2 (float32 and int8) is
 timed on the same decoding tasks in a separate torch-free process, right after.
@@ -18,7 +18,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -100,31 +99,28 @@ def synthetic_tokenizer(vocab_size: int):
     )
 
 
-def peak_memory_mb(fn: Callable[[], object], interval: float = 0.0005) -> float:
-    """Peak resident memory above the level just before `fn` runs, in MiB, sampled from /proc/self/statm by a
-    thread. Large tensors are mmap-backed and returned to the OS when freed, so this tracks what `fn`
-    allocates at its peak (activations, gradients, optimizer state created on first use, caches)."""
-    page = os.sysconf("SC_PAGE_SIZE")
+def peak_memory_mb(fn: Callable[[], object]) -> float:
+    """Peak memory of the tensors `fn` allocates on the CPU (above what was allocated when it started), in MiB.
 
-    def rss() -> int:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * page
+    Replays the profiler's allocation and free events (`profile_memory=True`) in time order: the allocator's
+    own count, where the process's resident size would hide allocations that reuse freed heap memory. The
+    events are read from `kineto_results`, the record `export_memory_timeline` is built on. Profiling slows
+    `fn` down, so this is never combined with a timing.
+    """
+    from torch.profiler import ProfilerActivity, profile
 
-    baseline, peak, done = rss(), [0], threading.Event()
-
-    def sample() -> None:
-        while not done.is_set():
-            peak[0] = max(peak[0], rss())
-            time.sleep(interval)
-
-    sampler = threading.Thread(target=sample, daemon=True)
-    sampler.start()
-    try:
+    with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
         fn()
-    finally:
-        done.set()
-        sampler.join()
-    return max(peak[0], rss()) - baseline
+    events = sorted(
+        (event.start_ns(), event.nbytes())
+        for event in profiler.profiler.kineto_results.events()
+        if event.name() == "[memory]"
+    )
+    current = peak = 0
+    for _, nbytes in events:  # frees are negative
+        current += nbytes
+        peak = max(peak, current)
+    return peak / 2**20
 
 
 def generation_inputs(batch_size: int, src_len: int, vocab: int) -> torch.Tensor:
@@ -309,9 +305,9 @@ def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False
             shape_result[name]["ms_per_token_by_prefix"] = per_token_ms_by_prefix(
                 model, vocab=shape.vocab_size
             )
-            # Measured apart from the timings: the sampling thread would slow what it watches.
-            shape_result[name]["train_peak_mb"] = peak_memory_mb(timers[(name, "train_tok_s")]) / 2**20
-            shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(timers[(name, "beam4_b32_tok_s")]) / 2**20
+            # Measured apart from the timings, which the profiler would slow down.
+            shape_result[name]["train_peak_mb"] = peak_memory_mb(timers[(name, "train_tok_s")])
+            shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(timers[(name, "beam4_b32_tok_s")])
         if ctranslate2:
             for quantization in (None, "int8"):
                 shape_result[f"ct2_{quantization or 'float32'}"] = ctranslate2_throughput(
@@ -331,7 +327,8 @@ def format_shape(shape_name: str, result: dict) -> str:
     for key in (
         "train_tok_s", *GENERATION_TASKS, "train_mfu", "train_peak_mb", "beam4_b32_peak_mb"
     ):
-        lines.append(f"{key:<28}{ours[key]:>12.2f}{marian[key]:>12.2f}{ours[key] / marian[key]:>14.2f}")
+        ratio = f"{ours[key] / marian[key]:>14.2f}" if marian[key] else f"{'n/a':>14}"
+        lines.append(f"{key:<28}{ours[key]:>12.2f}{marian[key]:>12.2f}{ratio}")
     for prefix in ours["ms_per_token_by_prefix"]:
         a, b = ours["ms_per_token_by_prefix"][prefix], marian["ms_per_token_by_prefix"][prefix]
         lines.append(f"{f'ms/token at prefix {prefix}':<28}{a:>12.2f}{b:>12.2f}{a / b:>14.2f}")

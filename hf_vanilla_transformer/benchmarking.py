@@ -318,6 +318,26 @@ def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False
     return results
 
 
+def profile_shape(shape_name: str, row_limit: int = 8) -> str:
+    """`torch.profiler` tables (operators by self CPU time) of one training step and one greedy batch-1
+    generate() call, for both models at `shape_name`: where the time goes."""
+    from torch.profiler import ProfilerActivity, profile
+
+    shape = SHAPES[shape_name]
+    sections = []
+    for name, model in build_models(shape).items():
+        for task, run in (
+            ("training step, batch 64 x 32", time_training_step(model, 64, 32, shape.vocab_size)),
+            ("generate greedy, batch 1, 30 tokens", time_generation(model, 1, 24, 30, 1, shape.vocab_size)),
+        ):
+            run()  # warm-up
+            with profile(activities=[ProfilerActivity.CPU]) as profiler:
+                run()
+            table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit)
+            sections.append(f"\n{shape_name} / {name} / {task}\n{table}")
+    return "\n".join(sections)
+
+
 def format_shape(shape_name: str, result: dict) -> str:
     ours, marian = result["ours"], result["marian"]
     lines = [

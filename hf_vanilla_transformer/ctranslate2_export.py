@@ -126,8 +126,9 @@ def convert_to_ctranslate2(
 
     `quantization`: None keeps float32 weights; "int8", "int8_float32", "int8_float16", "int8_bfloat16",
     "int16", "float16", "bfloat16" are CTranslate2's weight types, checked by CTranslate2 (it can also convert
-    at load time with `compute_type`). An existing `output_dir` is only replaced with `force=True`. The tokenizer and the model's decoding defaults are written next to the weights, so the
-    folder is all `CTranslate2Seq2Seq` needs.
+    at load time with `compute_type`). An existing `output_dir` is only replaced with `force=True`. The
+    tokenizer and the model's decoding defaults are written next to the weights, so the folder is all
+    `CTranslate2Seq2Seq` needs.
     """
     converter = VanillaTransformerConverter(model_path)
     output_dir = Path(converter.convert(str(output_dir), quantization=quantization, force=force))

@@ -2,7 +2,7 @@
 with the CAS, train its BPE tokenizer, train a small Transformer for a few minutes on the CPU, evaluate it,
 save it, reload it with `from_pretrained`, and print its expansions next to the CAS's.
 
-    python scripts/quickstart.py            # about 12 minutes on 2 CPU cores
+    python scripts/quickstart.py            # about 7 minutes on 2 CPU cores
 """
 
 from __future__ import annotations

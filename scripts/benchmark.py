@@ -3,6 +3,8 @@ prints a table of our/Marian ratios and writes JSON. See `hf_vanilla_transformer
 
     python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --output outputs/benchmark.json
 
+--profile S prints torch.profiler tables (operators by self CPU time) of a training step and of greedy decoding
+for both models at that shape, instead of the benchmark.
 --ctranslate2 also exports our model to CTranslate2 (float32 and int8) and times it on the same decoding tasks
 in a separate process that does not load torch (needs `pip install ctranslate2`).
 """
@@ -13,7 +15,7 @@ from pathlib import Path
 
 from transformers.utils import logging as hf_logging
 
-from hf_vanilla_transformer.benchmarking import SHAPES, run_benchmark
+from hf_vanilla_transformer.benchmarking import SHAPES, profile_shape, run_benchmark
 
 
 def main() -> None:
@@ -23,9 +25,13 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=["S", "base"], choices=sorted(SHAPES))
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
     parser.add_argument("--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2.")
+    parser.add_argument("--profile", choices=sorted(SHAPES), help="Profile one shape instead of benchmarking.")
     parser.add_argument("--output", default="outputs/benchmark.json")
     args = parser.parse_args()
     hf_logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
+    if args.profile:
+        print(profile_shape(args.profile))
+        return
     results = run_benchmark(args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=2))

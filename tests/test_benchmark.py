@@ -38,3 +38,10 @@ def test_peak_memory_counts_live_tensors_not_freed_ones():
         return torch.ones(1024, 1024, 4)
 
     assert abs(peak_memory_mb(two_in_turn) - 32) < 1
+
+
+def test_profile_names_the_operators():
+    from hf_vanilla_transformer.benchmarking import profile_shape
+
+    text = profile_shape("tiny")
+    assert text.count("Self CPU time total") == 4 and "aten::addmm" in text

@@ -123,6 +123,9 @@ def peak_memory_mb(fn: Callable[[], object]) -> float:
     return peak / 2**20
 
 
+SOURCE_LENGTH = 24  # source tokens of every generation measurement
+
+
 def generation_inputs(batch_size: int, src_len: int, vocab: int) -> torch.Tensor:
     """The random source batch every generation measurement uses (ours, Marian's and CTranslate2's)."""
     return torch.randint(4, vocab, (batch_size, src_len), generator=torch.Generator().manual_seed(2))
@@ -146,7 +149,7 @@ def ctranslate2_throughput(
             "tasks": [
                 {
                     "name": name,
-                    "sources": [[f"w{i}" for i in row] for row in generation_inputs(batch, 24, shape.vocab_size).tolist()],
+                    "sources": [[f"w{i}" for i in row] for row in generation_inputs(batch, SOURCE_LENGTH, shape.vocab_size).tolist()],
                     "new_tokens": new_tokens,
                     "num_beams": beams,
                 }
@@ -284,7 +287,7 @@ def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False
                 if kind == "train":
                     timers[(name, task)] = time_training_step(model, batch, length, shape.vocab_size)
                 else:
-                    timers[(name, task)] = time_generation(model, batch, 24, length, beams, shape.vocab_size)
+                    timers[(name, task)] = time_generation(model, batch, SOURCE_LENGTH, length, beams, shape.vocab_size)
         for timer in timers.values():  # warm-up
             timer()
         samples: dict = {key: [] for key in timers}
@@ -328,7 +331,7 @@ def profile_shape(shape_name: str, row_limit: int = 8) -> str:
     for name, model in build_models(shape).items():
         for task, run in (
             ("training step, batch 64 x 32", time_training_step(model, 64, 32, shape.vocab_size)),
-            ("generate greedy, batch 1, 30 tokens", time_generation(model, 1, 24, 30, 1, shape.vocab_size)),
+            ("generate greedy, batch 1, 30 tokens", time_generation(model, 1, SOURCE_LENGTH, 30, 1, shape.vocab_size)),
         ):
             run()  # warm-up
             with profile(activities=[ProfilerActivity.CPU]) as profiler:

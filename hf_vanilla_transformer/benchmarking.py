@@ -131,14 +131,27 @@ def generation_inputs(batch_size: int, src_len: int, vocab: int) -> torch.Tensor
     return torch.randint(4, vocab, (batch_size, src_len), generator=torch.Generator().manual_seed(2))
 
 
+# CTranslate2's GEMM library is chosen when it loads: MKL on Intel CPUs, oneDNN elsewhere (this machine's AMD
+# EPYC), unless CT2_USE_MKL says otherwise. Which is faster depends on the model's size (NOTES.md), so the
+# benchmark times both.
+CTRANSLATE2_BACKENDS = {"default": {}, "mkl": {"CT2_USE_MKL": "1"}}
+
+
 def ctranslate2_throughput(
-    model, shape: BenchmarkShape, tasks: dict[str, tuple[int, int, int]], repeats: int, quantization: str | None
-) -> dict[str, float]:
+    model,
+    shape: BenchmarkShape,
+    tasks: dict[str, tuple[int, int, int]],
+    repeats: int,
+    quantization: str | None,
+    backends: tuple[str, ...] = ("default",),
+) -> dict[str, dict[str, float]]:
     """New tokens/s of `model` exported to CTranslate2, on `tasks` {name: (batch, new_tokens, num_beams)} with
-    the same source batches as `time_generation`, timed in a subprocess that never imports torch."""
+    the same source batches as `time_generation`, timed in a subprocess that never imports torch, once per
+    GEMM backend in `backends` (keys of `CTRANSLATE2_BACKENDS`): {backend: {task: tokens/s}}."""
     from .ctranslate2_export import convert_to_ctranslate2
     from .saving import save_model_folder
 
+    results = {}
     with tempfile.TemporaryDirectory() as tmp:
         save_model_folder(model.eval(), synthetic_tokenizer(shape.vocab_size), f"{tmp}/model")
         model_dir = convert_to_ctranslate2(f"{tmp}/model", f"{tmp}/ct2", quantization=quantization)
@@ -149,7 +162,10 @@ def ctranslate2_throughput(
             "tasks": [
                 {
                     "name": name,
-                    "sources": [[f"w{i}" for i in row] for row in generation_inputs(batch, SOURCE_LENGTH, shape.vocab_size).tolist()],
+                    "sources": [
+                        [f"w{i}" for i in row]
+                        for row in generation_inputs(batch, SOURCE_LENGTH, shape.vocab_size).tolist()
+                    ],
                     "new_tokens": new_tokens,
                     "num_beams": beams,
                 }
@@ -157,12 +173,19 @@ def ctranslate2_throughput(
             ],
         }
         script = os.path.join(os.path.dirname(__file__), "_ctranslate2_timing.py")
-        result = subprocess.run(
-            [sys.executable, script], input=json.dumps(job), capture_output=True, text=True, check=False
-        )
-    if result.returncode != 0:
-        raise RuntimeError(f"CTranslate2 timing failed:\n{result.stderr}")
-    return json.loads(result.stdout)
+        for backend in backends:
+            result = subprocess.run(
+                [sys.executable, script],
+                input=json.dumps(job),
+                capture_output=True,
+                text=True,
+                check=False,
+                env={**os.environ, **CTRANSLATE2_BACKENDS[backend]},
+            )
+            if result.returncode != 0:
+                raise RuntimeError(f"CTranslate2 timing ({backend} GEMM backend) failed:\n{result.stderr}")
+            results[backend] = json.loads(result.stdout)
+    return results
 
 
 def machine_load() -> float:
@@ -266,9 +289,13 @@ GENERATION_TASKS = {  # name: (batch size, new tokens, beams)
 }
 
 
+# The CTranslate2 columns: float32 and int8 exports, each with CTranslate2's default GEMM library and with MKL.
+CTRANSLATE2_ENGINES = ("ct2_float32", "ct2_int8", "ct2_float32_mkl", "ct2_int8_mkl")
+
+
 def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False, print_fn=print) -> dict:
     """Measure every shape in `shapes` (keys of `SHAPES`); with `ctranslate2`, also our model exported to
-    CTranslate2 in float32 and int8."""
+    CTranslate2 in float32 and int8, each timed with CTranslate2's default GEMM library and with MKL."""
     torch.set_num_threads(torch.get_num_threads())
     results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__, "shapes": {}}
     peak = matmul_peak_gflops()
@@ -313,17 +340,35 @@ def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False
             shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(timers[(name, "beam4_b32_tok_s")])
         if ctranslate2:
             for quantization in (None, "int8"):
-                shape_result[f"ct2_{quantization or 'float32'}"] = ctranslate2_throughput(
-                    models["ours"], shape, GENERATION_TASKS, repeats, quantization
+                by_backend = ctranslate2_throughput(
+                    models["ours"], shape, GENERATION_TASKS, repeats, quantization, tuple(CTRANSLATE2_BACKENDS)
                 )
+                for backend, throughput in by_backend.items():
+                    suffix = "" if backend == "default" else f"_{backend}"
+                    shape_result[f"ct2_{quantization or 'float32'}{suffix}"] = throughput
         results["shapes"][shape_name] = shape_result
         print_fn(format_shape(shape_name, shape_result))
     return results
 
 
+# The operators that run matrix products on CPU (nn.Linear lands in addmm/mm, attention scores in bmm or inside
+# SDPA's kernel, which is counted with the rest because it also does softmax and masking).
+MATMUL_OPERATORS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
+
+
+def matmul_share(events, wall_seconds: float) -> float:
+    """Fraction of a profiled run's wall time spent in matrix products (`MATMUL_OPERATORS`, by self CPU time).
+    Wall time, not the operators' total, so that Python's own time between operators counts as not-matmul.
+    An engine that removed everything else but ran the same matrix products no faster could be at most
+    1 / share times as fast: the bound the profile puts on any speed-up that keeps the math."""
+    matmul_us = sum(event.self_cpu_time_total for event in events if event.key in MATMUL_OPERATORS)
+    return matmul_us / (wall_seconds * 1e6) if wall_seconds > 0 else 0.0
+
+
 def profile_shape(shape_name: str, row_limit: int = 8) -> str:
-    """`torch.profiler` tables (operators by self CPU time) of one training step and one greedy batch-1
-    generate() call, for both models at `shape_name`: where the time goes."""
+    """`torch.profiler` tables (operators by self CPU time) of one training step and of greedy generate() at
+    batch 1 and batch 32, for both models at `shape_name`, each with its matrix-product share: where the
+    time goes."""
     from torch.profiler import ProfilerActivity, profile
 
     shape = SHAPES[shape_name]
@@ -332,12 +377,20 @@ def profile_shape(shape_name: str, row_limit: int = 8) -> str:
         for task, run in (
             ("training step, batch 64 x 32", time_training_step(model, 64, 32, shape.vocab_size)),
             ("generate greedy, batch 1, 30 tokens", time_generation(model, 1, SOURCE_LENGTH, 30, 1, shape.vocab_size)),
+            ("generate greedy, batch 32, 30 tokens", time_generation(model, 32, SOURCE_LENGTH, 30, 1, shape.vocab_size)),
         ):
             run()  # warm-up
             with profile(activities=[ProfilerActivity.CPU]) as profiler:
-                run()
-            table = profiler.key_averages().table(sort_by="self_cpu_time_total", row_limit=row_limit)
-            sections.append(f"\n{shape_name} / {name} / {task}\n{table}")
+                wall_seconds = run()
+            events = profiler.key_averages()
+            table = events.table(sort_by="self_cpu_time_total", row_limit=row_limit)
+            share = matmul_share(events, wall_seconds)
+            sections.append(
+                f"\n{shape_name} / {name} / {task}: matrix products {share:.0%} of the wall time "
+                f"(an engine running them no faster gains at most {1 / share:.2f}x)\n{table}"
+                if share
+                else f"\n{shape_name} / {name} / {task}\n{table}"
+            )
     return "\n".join(sections)
 
 
@@ -355,9 +408,74 @@ def format_shape(shape_name: str, result: dict) -> str:
     for prefix in ours["ms_per_token_by_prefix"]:
         a, b = ours["ms_per_token_by_prefix"][prefix], marian["ms_per_token_by_prefix"][prefix]
         lines.append(f"{f'ms/token at prefix {prefix}':<28}{a:>12.2f}{b:>12.2f}{a / b:>14.2f}")
-    for engine in ("ct2_float32", "ct2_int8"):
+    for engine in CTRANSLATE2_ENGINES:
         if engine in result:
-            lines.append(f"{'':<28}{engine:>12}{'ours':>12}{engine + '/ours':>14}")
+            lines.append(f"{engine:<28}{'tokens/s':>12}{'ours':>12}{'ratio':>14}")
             for key, value in result[engine].items():
                 lines.append(f"{key:<28}{value:>12.2f}{ours[key]:>12.2f}{value / ours[key]:>14.2f}")
+    return "\n".join(lines)
+
+
+def _figure(value: float) -> str:
+    """Whole numbers with thousands separators from 10 up, two decimals below (shares of the matmul peak)."""
+    return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"
+
+
+def format_markdown(results: dict) -> str:
+    """The README's tables from a benchmark's JSON: ours against Marian per shape, then CTranslate2 against
+    our generate() (the best of its engines per task), so that no figure is retyped by hand."""
+    shapes = list(results["shapes"])
+    header = "| measure | " + " | ".join(f"{s}: ours | {s}: Marian | {s}: ours/Marian" for s in shapes) + " |"
+    lines = [header, "|---|" + "---|---|---|" * len(shapes)]
+    rows = [
+        ("training, target tokens/s", "train_tok_s"),
+        ("training, share of matmul peak", "train_mfu"),
+        ("generate greedy, batch 32, new tokens/s", "greedy_b32_tok_s"),
+        ("generate beam 4, batch 32, new tokens/s", "beam4_b32_tok_s"),
+        ("generate greedy, batch 1, new tokens/s", "greedy_b1_tok_s"),
+        ("peak tensor memory, training step (MiB)", "train_peak_mb"),
+        ("peak tensor memory, beam 4 batch 32 (MiB)", "beam4_b32_peak_mb"),
+    ]
+    for label, key in rows:
+        cells = []
+        for shape in shapes:
+            ours, marian = results["shapes"][shape]["ours"][key], results["shapes"][shape]["marian"][key]
+            ratio = "" if key == "train_mfu" else f"{ours / marian:.2f}"
+            cells.append(f"{_figure(ours)} | {_figure(marian)} | {ratio}")
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
+    cells = []
+    for shape in shapes:
+        by_prefix = {
+            name: results["shapes"][shape][name]["ms_per_token_by_prefix"] for name in ("ours", "marian")
+        }
+        first, last = min(by_prefix["ours"], key=int), max(by_prefix["ours"], key=int)
+        cells.append(
+            " | ".join(" / ".join(f"{ms:.1f}" for ms in by_prefix[name].values()) for name in ("ours", "marian"))
+            + f" | {by_prefix['ours'][last] / by_prefix['ours'][first]:.2f} (ours, {last} vs {first})"
+        )
+    prefixes = " / ".join(str(p) for p in results["shapes"][shapes[0]]["ours"]["ms_per_token_by_prefix"])
+    lines.append(f"| ms per new token at prefix {prefixes} (batch 1) | " + " | ".join(cells) + " |")
+
+    engines = [e for e in CTRANSLATE2_ENGINES if e in results["shapes"][shapes[0]]]
+    if not engines:
+        return "\n".join(lines)
+    names = [e.removeprefix("ct2_").replace("_mkl", " MKL") for e in engines]
+    header = "| CTranslate2 export, new tokens/s | " + " | ".join(
+        " | ".join(f"{s}: {n}" for n in names) + f" | {s}: ours (generate) | {s}: best/ours" for s in shapes
+    )
+    lines += ["", header + " |", "|---|" + "---|" * ((len(engines) + 2) * len(shapes))]
+    for label, key in (
+        ("greedy, batch 32", "greedy_b32_tok_s"),
+        ("beam 4, batch 32", "beam4_b32_tok_s"),
+        ("greedy, batch 1", "greedy_b1_tok_s"),
+    ):
+        cells = []
+        for shape in shapes:
+            result = results["shapes"][shape]
+            values = [result[e][key] for e in engines]
+            ours = result["ours"][key]
+            cells.append(
+                " | ".join(_figure(v) for v in values) + f" | {_figure(ours)} | {max(values) / ours:.2f}"
+            )
+        lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

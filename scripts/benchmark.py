@@ -3,10 +3,12 @@ prints a table of our/Marian ratios and writes JSON. See `hf_vanilla_transformer
 
     python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --output outputs/benchmark.json
 
---profile S prints torch.profiler tables (operators by self CPU time) of a training step and of greedy decoding
-for both models at that shape, instead of the benchmark.
+--profile S prints torch.profiler tables (operators by self CPU time, with the share in matrix products) of a
+training step and of greedy decoding at batch 1 and 32 for both models at that shape, instead of the benchmark.
 --ctranslate2 also exports our model to CTranslate2 (float32 and int8) and times it on the same decoding tasks
-in a separate process that does not load torch (needs `pip install ctranslate2`).
+in a separate process that does not load torch (needs `pip install ctranslate2`), with CTranslate2's default
+GEMM library and with MKL.
+The run ends with the README's tables in Markdown; --markdown_from JSON prints them again from a saved run.
 """
 
 import argparse
@@ -15,7 +17,7 @@ from pathlib import Path
 
 from transformers.utils import logging as hf_logging
 
-from hf_vanilla_transformer.benchmarking import SHAPES, profile_shape, run_benchmark
+from hf_vanilla_transformer.benchmarking import SHAPES, format_markdown, profile_shape, run_benchmark
 
 
 def main() -> None:
@@ -27,7 +29,13 @@ def main() -> None:
     parser.add_argument("--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2.")
     parser.add_argument("--profile", choices=sorted(SHAPES), help="Profile one shape instead of benchmarking.")
     parser.add_argument("--output", default="outputs/benchmark.json")
+    parser.add_argument(
+        "--markdown_from", metavar="JSON", help="Print the README's tables from an earlier run's JSON and stop."
+    )
     args = parser.parse_args()
+    if args.markdown_from:
+        print(format_markdown(json.loads(Path(args.markdown_from).read_text())))
+        return
     hf_logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
     if args.profile:
         print(profile_shape(args.profile))
@@ -35,7 +43,7 @@ def main() -> None:
     results = run_benchmark(args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2)
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=2))
-    print(f"\nWrote {args.output}")
+    print(f"\n{format_markdown(results)}\n\nWrote {args.output}")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,12 @@
 """The benchmark runs and reports every figure (it is a script, not a timed test: no speed is asserted)."""
 
-from hf_vanilla_transformer.benchmarking import GENERATION_TASKS, build_models, run_benchmark
+from hf_vanilla_transformer.benchmarking import (
+    CTRANSLATE2_ENGINES,
+    GENERATION_TASKS,
+    build_models,
+    format_markdown,
+    run_benchmark,
+)
 
 
 def test_models_built_at_identical_sizes():
@@ -20,11 +26,17 @@ def test_benchmark_reports_every_figure():
         for key in ("train_tok_s", *GENERATION_TASKS, "train_mfu"):
             assert shape[name][key] > 0, (name, key)
         assert shape[name]["train_peak_mb"] > 0 and shape[name]["beam4_b32_peak_mb"] > 0
-    for engine in ("ct2_float32", "ct2_int8"):
+    for engine in CTRANSLATE2_ENGINES:
         assert set(shape[engine]) == set(GENERATION_TASKS) and min(shape[engine].values()) > 0
         assert set(shape[name]["ms_per_token_by_prefix"]) == {32, 128, 512}
     assert results["matmul_peak_gflops"] > 0
-    assert "ours/Marian" in lines[-1] and "ct2_int8/ours" in lines[-1]
+    assert "ours/Marian" in lines[-1] and "ct2_int8_mkl " in lines[-1]
+
+    table = format_markdown(results).splitlines()  # the README's tables, rendered from the same results
+    assert table[0].startswith("| measure | tiny: ours | tiny: Marian | tiny: ours/Marian")
+    ours, marian = shape["ours"]["train_tok_s"], shape["marian"]["train_tok_s"]
+    assert table[2].endswith(f"| {ours / marian:.2f} |")
+    assert "tiny: int8 MKL" in table[11] and len(table) == 16  # 2 + 8 rows, blank, 2 + 3 CTranslate2 rows
 
 
 def test_peak_memory_counts_live_tensors_not_freed_ones():
@@ -44,4 +56,18 @@ def test_profile_names_the_operators():
     from hf_vanilla_transformer.benchmarking import profile_shape
 
     text = profile_shape("tiny")
-    assert text.count("Self CPU time total") == 4 and "aten::addmm" in text
+    assert text.count("Self CPU time total") == 6 and "aten::addmm" in text
+    assert text.count("matrix products") == 6
+
+
+def test_matmul_share_counts_only_matrix_products():
+    from types import SimpleNamespace
+
+    from hf_vanilla_transformer.benchmarking import matmul_share
+
+    def event(key, micros):
+        return SimpleNamespace(key=key, self_cpu_time_total=micros)
+
+    events = [event("aten::addmm", 300), event("aten::bmm", 100), event("aten::softmax", 100)]
+    assert matmul_share(events, wall_seconds=0.001) == 0.4  # 400 of 1,000 microseconds
+    assert matmul_share([], wall_seconds=0.001) == 0.0

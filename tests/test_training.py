@@ -178,3 +178,16 @@ def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model)
     assert translation["max_new_tokens"] is None  # generate_texts applies source length + 50 per batch
     chosen = generation_settings(EvaluationArguments(num_beams=1, max_new_tokens=7), "series", config)
     assert (chosen["num_beams"], chosen["max_new_tokens"], chosen["length_penalty"]) == (1, 7, 0.6)
+
+
+def test_series_exact_match_breaks_down_by_reference_length():
+    from hf_vanilla_transformer.evaluation import exact_match_by_reference_length
+
+    short, long = "x + O(x**6)", "x" * 120
+    predictions = [short, "wrong", short, long]
+    references = [short, short, short, long]
+    bins = exact_match_by_reference_length(predictions, references, edges=(0, 50, 100, 200))
+    assert [b["reference_chars"] for b in bins] == ["0-49", "100-199"]  # the empty 50-99 bin is left out
+    assert (bins[0]["n"], bins[0]["exact_match"]) == (3, 2 / 3)
+    assert abs(bins[0]["exact_match_stderr"] - ((2 / 3) * (1 / 3) / 3) ** 0.5) < 1e-12
+    assert (bins[1]["n"], bins[1]["exact_match"], bins[1]["exact_match_stderr"]) == (1, 1.0, 0.0)

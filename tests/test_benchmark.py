@@ -16,6 +16,7 @@ def test_models_built_at_identical_sizes():
     counts = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
     # Marian stores its fixed sinusoids as frozen parameters; trainable counts must match.
     assert counts["ours"] == counts["marian"], counts
+    assert models["ours"].config.label_smoothing == 0.0  # Marian's loss has none: the same loss for both
 
 
 def test_benchmark_reports_every_figure():

@@ -121,13 +121,13 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
 
     metric = load_task_metric(data_args.task)
     metrics = score(data_args.task, metric, predictions, references)
-    breakdown = None
+    task_details = {}
     if data_args.task == "translation":
         lower = metric.compute(predictions=predictions, references=references, lowercase=True)
         metrics["bleu_lowercase"] = lower["score"]
         metrics["bleu_lowercase_signature"] = lower["signature"]
     else:
-        breakdown = exact_match_by_reference_length(predictions, references)
+        task_details["exact_match_by_reference_length"] = exact_match_by_reference_length(predictions, references)
 
     report = {
         "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
@@ -138,7 +138,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
         "generation": generation,
         "generation_seconds": round(seconds, 1),
         "metrics": metrics,
-        **({"exact_match_by_reference_length": breakdown} if breakdown else {}),
+        **task_details,
         "examples": [
             {"source": s, "reference": r, "prediction": p}
             for s, r, p in zip(sources, references, predictions, strict=True)

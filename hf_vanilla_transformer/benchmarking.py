@@ -430,6 +430,10 @@ def _figure(value: float) -> str:
 def format_markdown(results: dict) -> str:
     """The README's tables from a benchmark's JSON: ours against Marian per shape, then CTranslate2 against
     our generate() (the best of its engines per task), so that no figure is retyped by hand."""
+    if not isinstance(results, dict) or not results.get("shapes"):
+        raise ValueError(
+            "Not the JSON of a benchmark run (no 'shapes'): pass the file `scripts/benchmark.py --output` wrote."
+        )
     shapes = list(results["shapes"])
     header = "| measure | " + " | ".join(f"{s}: ours | {s}: Marian | {s}: ours/Marian" for s in shapes) + " |"
     lines = [header, "|---|" + "---|---|---|" * len(shapes)]

@@ -34,7 +34,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     if args.markdown_from:
-        print(format_markdown(json.loads(Path(args.markdown_from).read_text())))
+        try:
+            print(format_markdown(json.loads(Path(args.markdown_from).read_text())))
+        except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
+            parser.error(f"--markdown_from {args.markdown_from}: {error}")
         return
     hf_logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
     if args.profile:

@@ -72,3 +72,23 @@ def test_matmul_share_counts_only_matrix_products():
     events = [event("aten::addmm", 300), event("aten::bmm", 100), event("aten::softmax", 100)]
     assert matmul_share(events, wall_seconds=0.001) == 0.4  # 400 of 1,000 microseconds
     assert matmul_share([], wall_seconds=0.001) == 0.0
+
+
+def test_markdown_from_rejects_a_file_that_is_not_a_benchmark_run(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
+    for name, text in (("report.json", '{"metrics": {}}'), ("broken.json", "{not json")):
+        path = tmp_path / name
+        path.write_text(text)
+        result = subprocess.run(
+            [sys.executable, str(script), "--markdown_from", str(path)], capture_output=True, text=True
+        )
+        assert result.returncode == 2 and "--markdown_from" in result.stderr, result.stderr
+        assert "Traceback" not in result.stderr
+    result = subprocess.run(
+        [sys.executable, str(script), "--markdown_from", str(tmp_path / "missing.json")], capture_output=True, text=True
+    )
+    assert result.returncode == 2 and "missing.json" in result.stderr

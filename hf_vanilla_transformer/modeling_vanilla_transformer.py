@@ -74,21 +74,28 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         else:
             self.register_buffer("weight", sinusoidal_position_table(num_positions, dim), persistent=False)
 
-    def forward(self, seq_len: int, past_length: int = 0) -> torch.Tensor:
-        end = past_length + seq_len
-        if end > self.num_positions:
-            raise ValueError(
-                f"Sequence of {end} positions is longer than the model allows (max_position_embeddings="
-                f"{self.num_positions}). Shorten or truncate the input (e.g. tokenizer(..., truncation=True, "
-                f"max_length={self.num_positions})) or lower `max_new_tokens`"
-                + (
-                    "; sinusoidal positions have no weights, so you can also load the model with a larger "
-                    "`max_position_embeddings`."
-                    if not self.learned
-                    else "; learned positions cannot be extended without training."
+    def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
+        """Positions `past_length .. past_length + seq_len - 1`. `past_length` is a Python int (dynamic
+        cache) or a 0-dim tensor (static cache): indexing with a tensor of positions, rather than slicing
+        at a Python int, lets `torch.compile` trace one graph for every decoding step."""
+        # The length check reads the value of `past_length`, which a compiled graph cannot branch on;
+        # compiled decoding runs with a static cache whose allocated length already bounds it.
+        if not torch.compiler.is_compiling():
+            end = int(past_length) + seq_len
+            if end > self.num_positions:
+                raise ValueError(
+                    f"Sequence of {end} positions is longer than the model allows (max_position_embeddings="
+                    f"{self.num_positions}). Shorten or truncate the input (e.g. tokenizer(..., truncation=True, "
+                    f"max_length={self.num_positions})) or lower `max_new_tokens`"
+                    + (
+                        "; sinusoidal positions have no weights, so you can also load the model with a larger "
+                        "`max_position_embeddings`."
+                        if not self.learned
+                        else "; learned positions cannot be extended without training."
+                    )
                 )
-            )
-        return self.weight[past_length:end]  # (T, d_model)
+        positions = torch.arange(seq_len, device=self.weight.device) + past_length
+        return self.weight[positions]  # (T, d_model)
 
 
 def eager_attention_forward(
@@ -351,6 +358,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = False
     _supports_flex_attn = False
+    # Declares, as Marian does, that a decoding step traces to one graph (no data-dependent Python), so that
+    # generate(cache_implementation="static") can compile it; tests/test_modeling.py checks it.
+    _can_compile_fullgraph = True
 
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
@@ -417,7 +427,10 @@ class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
         self.post_init()
 
     def embed(
-        self, input_ids: torch.Tensor | None, inputs_embeds: torch.Tensor | None, past_length: int = 0
+        self,
+        input_ids: torch.Tensor | None,
+        inputs_embeds: torch.Tensor | None,
+        past_length: int | torch.Tensor = 0,
     ) -> torch.Tensor:
         """§3.4-3.5: token embedding × sqrt(d_model) + position encoding, then dropout (§5.4)."""
         if (input_ids is None) == (inputs_embeds is None):
@@ -518,6 +531,20 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
             )
 
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
+        if (
+            past_key_values is not None
+            and past_key_values.is_compileable
+            and not torch.compiler.is_compiling()
+        ):
+            # A fixed-size (static) cache's compiled steps skip the position check, so check its size at the
+            # eager first step. A dynamic cache grows, and positions are checked at every step.
+            capacity = past_key_values.get_max_length()
+            if capacity > self.config.max_position_embeddings:
+                raise ValueError(
+                    f"The static cache holds {capacity} decoder positions, more than the model allows "
+                    f"(max_position_embeddings={self.config.max_position_embeddings}). Lower `max_new_tokens` "
+                    f"or `max_length` to at most {self.config.max_position_embeddings}."
+                )
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         self_attn_cache = (
             past_key_values.self_attention_cache
@@ -530,8 +557,8 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
             inputs_embeds=hidden_states,
             attention_mask=attention_mask,
             past_key_values=self_attn_cache,
-            position_ids=torch.arange(
-                past_length, past_length + hidden_states.shape[1], device=hidden_states.device
+            position_ids=(
+                torch.arange(hidden_states.shape[1], device=hidden_states.device) + past_length
             ).unsqueeze(0),
         )
         encoder_attention_mask = create_bidirectional_mask(

@@ -4,6 +4,7 @@ import copy
 
 import pytest
 import torch
+from transformers import CompileConfig
 
 from hf_vanilla_transformer import (
     VanillaTransformerConfig,
@@ -81,6 +82,40 @@ def test_cache_grows_one_position_per_step_and_cross_attention_is_computed_once(
     cache = out.past_key_values
     assert cache.self_attention_cache.get_seq_length() == 6  # start token + 5 generated tokens fed back
     assert cache.cross_attention_cache.get_seq_length() == padded_batch["input_ids"].shape[1]
+
+
+def test_static_cache_greedy_decoding_compiles_to_one_graph_and_matches_dynamic_cache(
+    padded_batch, tiny_model
+):
+    """generate(cache_implementation="static") with a compile config: the decoder step must trace with
+    fullgraph=True (data-dependent Python, such as slicing positions at a cache length read as an int,
+    fails here) and decode exactly as the default dynamic cache. The backend records the traced graphs
+    and runs them as they are: generating C++ kernels (inductor) would take minutes; benchmark.py
+    --compile times that."""
+    graphs = []
+
+    def recording_backend(graph_module, example_inputs):
+        graphs.append(graph_module)
+        return graph_module.forward
+
+    compile_config = CompileConfig(fullgraph=True, backend=recording_backend, mode="default")
+    compile_config._compile_all_devices = True  # transformers compiles only on accelerators unless told
+    settings = dict(num_beams=1, max_new_tokens=8, min_new_tokens=8, do_sample=False)
+    dynamic = tiny_model.generate(**padded_batch, **settings)
+    torch._dynamo.reset()
+    static = tiny_model.generate(
+        **padded_batch, cache_implementation="static", compile_config=compile_config, **settings
+    )
+    torch._dynamo.reset()
+    assert graphs, "generate() did not compile the decoder step"
+    assert torch.equal(static, dynamic)
+
+
+def test_static_cache_beam_search_matches_dynamic_cache(padded_batch, tiny_model):
+    # transformers compiles only greedy/sampling steps; beam search runs the static cache uncompiled.
+    settings = dict(num_beams=3, max_new_tokens=8, min_new_tokens=8, early_stopping=True)
+    static = tiny_model.generate(**padded_batch, cache_implementation="static", **settings)
+    assert torch.equal(static, tiny_model.generate(**padded_batch, **settings))
 
 
 # 2. Padding does not leak ------------------------------------------------------------------------------
@@ -283,6 +318,9 @@ def test_input_longer_than_positions_raises_naming_limit(position_embedding_type
         model(input_ids=torch.full((1, 17), 5), decoder_input_ids=torch.tensor([[1]]))
     with pytest.raises(ValueError, match="max_position_embeddings=16"):
         model(input_ids=torch.full((1, 4), 5), decoder_input_ids=torch.full((1, 17), 5))
+    # A static cache is sized up front; its compiled steps cannot check positions, so its size is checked.
+    with pytest.raises(ValueError, match="static cache holds 33 .*max_position_embeddings=16"):
+        model.generate(input_ids=torch.full((1, 4), 5), max_new_tokens=33, cache_implementation="static")
 
 
 def test_sinusoidal_table_is_the_papers_formula():

@@ -7,7 +7,8 @@ matmul peak measured in the same run; generate() new tokens/s for greedy and bea
 batch 1; time per new token as the prefix grows; peak tensor memory of a training step and of beam search. Each
 figure is the median of `repeats` runs after a warm-up, and every run records the machine's load so that
 runs taken under load can be spotted. Optionally, our model exported to CTranslate2 (float32 and int8) is
-timed on the same decoding tasks in a separate torch-free process, right after.
+timed on the same decoding tasks in a separate torch-free process, right after; and greedy generate() with a
+static cache and its decoding step compiled by torch.compile, for both models.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
-from transformers import LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
+from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -236,7 +237,25 @@ def time_training_step(model, batch_size: int, length: int, vocab: int) -> Calla
     return step
 
 
-def time_generation(model, batch_size: int, src_len: int, new_tokens: int, num_beams: int, vocab: int):
+def compiled_generation_settings() -> dict:
+    """generate() arguments for a static cache and a decoding step compiled by torch.compile (inductor):
+    what transformers does by itself on GPUs, asked for explicitly on CPU."""
+    # mode "default": transformers' "reduce-overhead" means CUDA graphs. dynamic=False: one graph per batch
+    # size, as a deployment with fixed batch sizes would have.
+    config = CompileConfig(fullgraph=True, dynamic=False, mode="default")
+    config._compile_all_devices = True  # transformers compiles on accelerators only unless told
+    return {"cache_implementation": "static", "compile_config": config}
+
+
+def time_generation(
+    model,
+    batch_size: int,
+    src_len: int,
+    new_tokens: int,
+    num_beams: int,
+    vocab: int,
+    generate_kwargs: dict | None = None,
+):
     inputs = generation_inputs(batch_size, src_len, vocab)
 
     def run() -> float:
@@ -251,6 +270,7 @@ def time_generation(model, batch_size: int, src_len: int, new_tokens: int, num_b
                 min_new_tokens=new_tokens,
                 length_penalty=1.0,
                 early_stopping=False,
+                **(generate_kwargs or {}),
             )
         return time.perf_counter() - start
 
@@ -295,13 +315,24 @@ GENERATION_TASKS = {  # name: (batch size, new tokens, beams)
 }
 
 
+# transformers compiles the decoding step of greedy search and sampling only (beam search runs uncompiled).
+COMPILED_GENERATION_TASKS = {  # name: (batch size, new tokens, beams)
+    "greedy_b32_compiled_tok_s": (32, 30, 1),
+    "greedy_b1_compiled_tok_s": (1, 30, 1),
+}
+
+
 # The CTranslate2 columns: float32 and int8 exports, each with CTranslate2's default GEMM library and with MKL.
 CTRANSLATE2_ENGINES = ("ct2_float32", "ct2_int8", "ct2_float32_mkl", "ct2_int8_mkl")
 
 
-def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False, print_fn=print) -> dict:
+def run_benchmark(
+    shapes: list[str], repeats: int = 3, ctranslate2: bool = False, compile: bool = False, print_fn=print
+) -> dict:
     """Measure every shape in `shapes` (keys of `SHAPES`); with `ctranslate2`, also our model exported to
-    CTranslate2 in float32 and int8, each timed with CTranslate2's default GEMM library and with MKL."""
+    CTranslate2 in float32 and int8, each timed with CTranslate2's default GEMM library and with MKL; with
+    `compile`, also both models' greedy generate() with a static cache and a compiled decoding step (the
+    warm-up round compiles; the timed rounds reuse the compiled step)."""
     torch.set_num_threads(torch.get_num_threads())
     results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__, "shapes": {}}
     peak = matmul_peak_gflops()
@@ -314,13 +345,18 @@ def run_benchmark(shapes: list[str], repeats: int = 3, ctranslate2: bool = False
             "train_tok_s": ("train", 64, 32, 1),
             **{name: ("gen", batch, length, beams) for name, (batch, length, beams) in GENERATION_TASKS.items()},
         }
+        if compile:
+            tasks.update({name: ("gen_compiled", *task) for name, task in COMPILED_GENERATION_TASKS.items()})
         timers = {}
         for name, model in models.items():
             for task, (kind, batch, length, beams) in tasks.items():
                 if kind == "train":
                     timers[(name, task)] = time_training_step(model, batch, length, shape.vocab_size)
                 else:
-                    timers[(name, task)] = time_generation(model, batch, SOURCE_LENGTH, length, beams, shape.vocab_size)
+                    settings = compiled_generation_settings() if kind == "gen_compiled" else None
+                    timers[(name, task)] = time_generation(
+                        model, batch, SOURCE_LENGTH, length, beams, shape.vocab_size, settings
+                    )
         for timer in timers.values():  # warm-up
             timer()
         samples: dict = {key: [] for key in timers}
@@ -406,9 +442,8 @@ def format_shape(shape_name: str, result: dict) -> str:
         f"\n{shape_name} (load per round: {', '.join(f'{x:.2f}' for x in result['load_per_round'])})",
         f"{'measure':<28}{'ours':>12}{'Marian':>12}{'ours/Marian':>14}",
     ]
-    for key in (
-        "train_tok_s", *GENERATION_TASKS, "train_mfu", "train_peak_mb", "beam4_b32_peak_mb"
-    ):
+    compiled = [key for key in COMPILED_GENERATION_TASKS if key in ours]
+    for key in ("train_tok_s", *GENERATION_TASKS, *compiled, "train_mfu", "train_peak_mb", "beam4_b32_peak_mb"):
         ratio = f"{ours[key] / marian[key]:>14.2f}" if marian[key] else f"{'n/a':>14}"
         lines.append(f"{key:<28}{ours[key]:>12.2f}{marian[key]:>12.2f}{ratio}")
     for prefix in ours["ms_per_token_by_prefix"]:
@@ -443,10 +478,14 @@ def format_markdown(results: dict) -> str:
         ("generate greedy, batch 32, new tokens/s", "greedy_b32_tok_s"),
         ("generate beam 4, batch 32, new tokens/s", "beam4_b32_tok_s"),
         ("generate greedy, batch 1, new tokens/s", "greedy_b1_tok_s"),
+        ("generate greedy, batch 32, static cache + torch.compile, new tokens/s", "greedy_b32_compiled_tok_s"),
+        ("generate greedy, batch 1, static cache + torch.compile, new tokens/s", "greedy_b1_compiled_tok_s"),
         ("peak tensor memory, training step (MiB)", "train_peak_mb"),
         ("peak tensor memory, beam 4 batch 32 (MiB)", "beam4_b32_peak_mb"),
     ]
     for label, key in rows:
+        if key not in results["shapes"][shapes[0]]["ours"]:
+            continue  # the compiled rows of a run without --compile
         cells = []
         for shape in shapes:
             ours, marian = results["shapes"][shape]["ours"][key], results["shapes"][shape]["marian"][key]

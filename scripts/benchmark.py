@@ -8,6 +8,8 @@ training step and of greedy decoding at batch 1 and 32 for both models at that s
 --ctranslate2 also exports our model to CTranslate2 (float32 and int8) and times it on the same decoding tasks
 in a separate process that does not load torch (needs `pip install ctranslate2`), with CTranslate2's default
 GEMM library and with MKL.
+--compile also times both models' greedy generate() with a static cache and the decoding step compiled by
+torch.compile (inductor; needs a C++ compiler; the warm-up round compiles, which takes minutes).
 The run ends with the README's tables in Markdown; --markdown_from JSON prints them again from a saved run.
 """
 
@@ -27,6 +29,9 @@ def main() -> None:
     parser.add_argument("--shapes", nargs="+", default=["S", "base"], choices=sorted(SHAPES))
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
     parser.add_argument("--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2.")
+    parser.add_argument(
+        "--compile", action="store_true", help="Also time greedy generate() with a static cache + torch.compile."
+    )
     parser.add_argument("--profile", choices=sorted(SHAPES), help="Profile one shape instead of benchmarking.")
     parser.add_argument("--output", default="outputs/benchmark.json")
     parser.add_argument(
@@ -43,7 +48,9 @@ def main() -> None:
     if args.profile:
         print(profile_shape(args.profile))
         return
-    results = run_benchmark(args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2)
+    results = run_benchmark(
+        args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2, compile=args.compile
+    )
     Path(args.output).parent.mkdir(parents=True, exist_ok=True)
     Path(args.output).write_text(json.dumps(results, indent=2))
     print(f"\n{format_markdown(results)}\n\nWrote {args.output}")

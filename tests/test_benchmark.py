@@ -1,6 +1,10 @@
 """The benchmark runs and reports every figure (it is a script, not a timed test: no speed is asserted)."""
 
+import torch
+from transformers import CompileConfig
+
 from hf_vanilla_transformer.benchmarking import (
+    COMPILED_GENERATION_TASKS,
     CTRANSLATE2_ENGINES,
     GENERATION_TASKS,
     build_models,
@@ -38,6 +42,31 @@ def test_benchmark_reports_every_figure():
     ours, marian = shape["ours"]["train_tok_s"], shape["marian"]["train_tok_s"]
     assert table[2].endswith(f"| {ours / marian:.2f} |")
     assert "tiny: int8 MKL" in table[11] and len(table) == 16  # 2 + 8 rows, blank, 2 + 3 CTranslate2 rows
+
+
+def test_benchmark_with_compile_reports_the_compiled_rows(monkeypatch):
+    from hf_vanilla_transformer import benchmarking
+
+    compiled_steps = []
+
+    def recording_backend(graph_module, example_inputs):  # traces like inductor, without building kernels
+        compiled_steps.append(graph_module)
+        return graph_module.forward
+
+    def settings():
+        config = CompileConfig(fullgraph=True, dynamic=False, backend=recording_backend, mode="default")
+        config._compile_all_devices = True
+        return {"cache_implementation": "static", "compile_config": config}
+
+    monkeypatch.setattr(benchmarking, "compiled_generation_settings", settings)
+    torch._dynamo.reset()
+    results = run_benchmark(["tiny"], repeats=1, compile=True, print_fn=lambda line: None)
+    torch._dynamo.reset()
+    assert compiled_steps, "no decoding step was compiled"
+    for name in ("ours", "marian"):
+        assert min(results["shapes"]["tiny"][name][key] for key in COMPILED_GENERATION_TASKS) > 0
+    table = format_markdown(results)
+    assert "| generate greedy, batch 1, static cache + torch.compile, new tokens/s |" in table
 
 
 def test_peak_memory_counts_live_tensors_not_freed_ones():

@@ -373,10 +373,17 @@ def run_benchmark(
             if kind == "train":
                 flops = training_flops_per_step(models[name], batch * length, batch * length)
                 shape_result[name]["train_mfu"] = flops / median / 1e9 / peak
-        for name, model in models.items():
-            shape_result[name]["ms_per_token_by_prefix"] = per_token_ms_by_prefix(
-                model, vocab=shape.vocab_size
-            )
+        # One decoding run per model read anywhere from flat to 1.7x growth in one session: take the median
+        # of `repeats` interleaved runs, as for the throughputs.
+        by_prefix_runs: dict = {name: [] for name in models}
+        for _ in range(repeats):
+            for name, model in models.items():
+                by_prefix_runs[name].append(per_token_ms_by_prefix(model, vocab=shape.vocab_size))
+        for name in models:
+            shape_result[name]["ms_per_token_by_prefix"] = {
+                prefix: statistics.median(run[prefix] for run in by_prefix_runs[name])
+                for prefix in by_prefix_runs[name][0]
+            }
             # Measured apart from the timings, which the profiler would slow down.
             shape_result[name]["train_peak_mb"] = peak_memory_mb(timers[(name, "train_tok_s")])
             shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(timers[(name, "beam4_b32_tok_s")])

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Series expansion, end to end on CPU: 50,000 generated examples, series BPE, training (8,400 steps: 98 minutes
+# Series expansion, end to end on CPU: 50,000 generated examples, series BPE, training (8,400 steps: 89 minutes
 # on 2 cores here), averaging of the last 5 checkpoints (§6.1), greedy and beam-search evaluation on the
 # 2,000-example test split.
 #   bash scripts/recipes/series.sh

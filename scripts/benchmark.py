@@ -1,7 +1,7 @@
 """Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one run;
 prints a table of our/Marian ratios and writes JSON. See `hf_vanilla_transformer.benchmarking`.
 
-    python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --output outputs/benchmark.json
+    python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --compile --output outputs/benchmark.json
 
 --profile S prints torch.profiler tables (operators by self CPU time, with the share in matrix products) of a
 training step and of greedy decoding at batch 1 and 32 for both models at that shape, instead of the benchmark.

@@ -78,10 +78,11 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         """Positions `past_length .. past_length + seq_len - 1`. `past_length` is a Python int (dynamic
         cache) or a 0-dim tensor (static cache): indexing with a tensor of positions, rather than slicing
         at a Python int, lets `torch.compile` trace one graph for every decoding step."""
-        # The length check reads the value of `past_length`, which a compiled graph cannot branch on;
-        # compiled decoding runs with a static cache whose allocated length already bounds it.
-        if not torch.compiler.is_compiling():
-            end = int(past_length) + seq_len
+        # Checked where the length is a Python int (free). A static cache's length is a tensor: reading it
+        # would sync the device every step and cannot be branched on in a compiled graph, so the decoder
+        # checks the cache's allocated size once instead.
+        if isinstance(past_length, int):
+            end = past_length + seq_len
             if end > self.num_positions:
                 raise ValueError(
                     f"Sequence of {end} positions is longer than the model allows (max_position_embeddings="
@@ -531,13 +532,10 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
             )
 
         past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        if (
-            past_key_values is not None
-            and past_key_values.is_compileable
-            and not torch.compiler.is_compiling()
-        ):
-            # A fixed-size (static) cache's compiled steps skip the position check, so check its size at the
-            # eager first step. A dynamic cache grows, and positions are checked at every step.
+        if past_key_values is not None and past_key_values.is_compileable:
+            # A fixed-size (static) cache: its length is a tensor, which the position embedding does not read,
+            # so check the size it was allocated with (a Python int). A dynamic cache grows, and positions
+            # are checked at every step.
             capacity = past_key_values.get_max_length()
             if capacity > self.config.max_position_embeddings:
                 raise ValueError(

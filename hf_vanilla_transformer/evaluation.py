@@ -128,6 +128,11 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
         metrics["bleu_lowercase_signature"] = lower["signature"]
     else:
         task_details["exact_match_by_reference_length"] = exact_match_by_reference_length(predictions, references)
+        if "train" in raw and eval_args.split != "train":
+            train_sources = raw["train"][src_column]
+            task_details["exact_match_by_train_overlap"] = exact_match_by_train_overlap(
+                sources, predictions, references, train_sources
+            )
 
     report = {
         "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
@@ -154,13 +159,24 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
     return report
 
 
+def _exact_match_row(label_key: str, label: str, hits: list[bool]) -> dict:
+    """One row of a breakdown: the group's label, size, exact match and its binomial standard error."""
+    from .metrics.series_metrics.series_metrics import binomial_standard_error
+
+    accuracy = sum(hits) / len(hits)
+    return {
+        label_key: label,
+        "n": len(hits),
+        "exact_match": accuracy,
+        "exact_match_stderr": binomial_standard_error(accuracy, len(hits)),
+    }
+
+
 def exact_match_by_reference_length(
     predictions: list[str], references: list[str], edges: tuple[int, ...] = SERIES_LENGTH_EDGES
 ) -> list[dict]:
     """Exact match within bins of reference length (characters; `edges` are the bins' lower bounds), with
     the binomial standard error of each: how accuracy falls as series get longer. Empty bins are left out."""
-    from .metrics.series_metrics.series_metrics import binomial_standard_error
-
     bins = []
     for low, high in zip(edges, (*edges[1:], None), strict=True):
         hits = [
@@ -169,16 +185,24 @@ def exact_match_by_reference_length(
             if low <= len(reference) and (high is None or len(reference) < high)
         ]
         if hits:
-            accuracy = sum(hits) / len(hits)
-            bins.append(
-                {
-                    "reference_chars": f"{low}-{high - 1}" if high is not None else f"{low}+",
-                    "n": len(hits),
-                    "exact_match": accuracy,
-                    "exact_match_stderr": binomial_standard_error(accuracy, len(hits)),
-                }
-            )
+            label = f"{low}-{high - 1}" if high is not None else f"{low}+"
+            bins.append(_exact_match_row("reference_chars", label, hits))
     return bins
+
+
+def exact_match_by_train_overlap(
+    sources: list[str], predictions: list[str], references: list[str], train_sources: list[str]
+) -> list[dict]:
+    """Exact match apart for expressions that are a training expression with its symbols renamed (which
+    a model can answer by recall) and for new ones (which it has to expand). Empty groups are left out."""
+    from .data.series import symbol_renaming_shape
+
+    train_shapes = {symbol_renaming_shape(source) for source in train_sources}
+    groups: dict[str, list[bool]] = {"renaming of a training expression": [], "new": []}
+    for source, prediction, reference in zip(sources, predictions, references, strict=True):
+        seen = symbol_renaming_shape(source) in train_shapes
+        groups["renaming of a training expression" if seen else "new"].append(prediction == reference)
+    return [_exact_match_row("expression", name, hits) for name, hits in groups.items() if hits]
 
 
 def format_report(report: dict, show_examples: int = 5) -> str:
@@ -192,6 +216,11 @@ def format_report(report: dict, show_examples: int = 5) -> str:
     for row in report.get("exact_match_by_reference_length", []):
         lines.append(
             f"  exact match, reference of {row['reference_chars']} characters ({row['n']} examples): "
+            f"{row['exact_match']:.4f} ± {row['exact_match_stderr']:.4f}"
+        )
+    for row in report.get("exact_match_by_train_overlap", []):
+        lines.append(
+            f"  exact match, expression {row['expression']} ({row['n']} examples): "
             f"{row['exact_match']:.4f} ± {row['exact_match_stderr']:.4f}"
         )
     for example in report["examples"][:show_examples]:

@@ -6,6 +6,7 @@ small sample, and a high-precision numeric check of the truncation error on a la
 
 import os
 import random
+import re
 import signal
 import time
 from contextlib import contextmanager
@@ -28,6 +29,7 @@ from hf_vanilla_transformer.data.series import (
     parse_series,
     series_match,
     split_examples,
+    symbol_renaming_shape,
     taylor_series,
 )
 
@@ -193,6 +195,24 @@ def test_candidates_are_reproducible_and_in_vocabulary():
     for expression in first:
         names = parse_expression(expression).atoms(sp.Function)
         assert {type(f).__name__ for f in names} <= set(FUNCTIONS)
+
+
+def test_renamed_expressions_share_a_shape_and_others_do_not():
+    def rename(expression: str, names: str) -> str:
+        return re.sub(r"\b[abcdfg]\b", lambda m: names["abcdfg".index(m.group(0))], expression)
+
+    rng = random.Random(0)
+    expressions = [e for e, _ in zip(iter_candidates(5), range(200), strict=False)]
+    shapes = {}
+    for expression in expressions:
+        renamed = rename(expression, "".join(rng.sample("abcdfg", 6)))
+        assert symbol_renaming_shape(renamed) == symbol_renaming_shape(expression)
+        shapes.setdefault(symbol_renaming_shape(expression), set()).add(expression)
+    # Same shape only through renaming: the same functions and multipliers in the same places.
+    for group in shapes.values():
+        assert len({rename(e, "ssssss") for e in group}) == 1
+    assert symbol_renaming_shape("sin(a*x)*cos(a*x)") != symbol_renaming_shape("sin(a*x)*cos(b*x)")
+    assert symbol_renaming_shape("tanh(c*x)") != symbol_renaming_shape("tan(c*x)")
 
 
 def test_drops_are_counted_by_reason():

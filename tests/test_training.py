@@ -191,3 +191,20 @@ def test_series_exact_match_breaks_down_by_reference_length():
     assert (bins[0]["n"], bins[0]["exact_match"]) == (3, 2 / 3)
     assert abs(bins[0]["exact_match_stderr"] - ((2 / 3) * (1 / 3) / 3) ** 0.5) < 1e-12
     assert (bins[1]["n"], bins[1]["exact_match"], bins[1]["exact_match_stderr"]) == (1, 1.0, 0.0)
+
+
+def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
+    """A test expression that is a training expression with its symbols renamed is counted apart."""
+    from hf_vanilla_transformer.evaluation import exact_match_by_train_overlap
+
+    train = ["sin(a*x)*cos(b*x)", "tan(c*x)"]
+    sources = ["sin(g*x)*cos(d*x)", "sin(a*x)*cos(a*x)", "tanh(c*x)", "tan(f*x)"]
+    predictions = ["p", "wrong", "q", "wrong"]
+    references = ["p", "r", "q", "s"]
+    rows = exact_match_by_train_overlap(sources, predictions, references, train)
+    assert [(r["expression"], r["n"], r["exact_match"]) for r in rows] == [
+        ("renaming of a training expression", 2, 0.5),
+        ("new", 2, 0.5),
+    ]
+    only_new = exact_match_by_train_overlap(["exp(a*x)"], ["p"], ["p"], train)
+    assert [(r["expression"], r["n"], r["exact_match_stderr"]) for r in only_new] == [("new", 1, 0.0)]

@@ -81,6 +81,7 @@ __all__ = [
     "sample_expression",
     "series_match",
     "split_examples",
+    "symbol_renaming_shape",
     "taylor_coefficients",
     "taylor_series",
 ]
@@ -742,6 +743,22 @@ _FUNCTION_CALL = re.compile(rf"\b(?:{'|'.join(FUNCTIONS)})\(")
 
 def _count_terms(expression: str) -> int:
     return len(_FUNCTION_CALL.findall(expression))
+
+
+_SYMBOL = re.compile(rf"\b(?:{'|'.join(SYMBOL_NAMES)})\b")
+
+
+def symbol_renaming_shape(expression: str) -> str:
+    """The expression with its symbols renamed in order of first appearance (``sin(g*x)*cos(b*x)`` and
+    ``sin(a*x)*cos(c*x)`` both give ``sin(#0*x)*cos(#1*x)``): two expressions have the same shape exactly
+    when one is the other with its symbols consistently renamed.
+
+    Sources are deduplicated as strings, so a test expression can be a renaming of a training one, and a
+    model can answer it by recall (rename the recalled series) rather than by expanding; evaluation
+    reports the two groups apart.
+    """
+    first_seen: dict[str, str] = {}
+    return _SYMBOL.sub(lambda m: first_seen.setdefault(m.group(0), f"#{len(first_seen)}"), expression)
 
 
 def length_stats(values: Sequence[int]) -> dict[str, float]:

@@ -283,6 +283,10 @@ def test_dataset_is_deterministic_and_splits_are_disjoint(tmp_path):
     assert not sources["train"] & sources["test"]
     assert not sources["train"] & sources["validation"]
     assert not sources["validation"] & sources["test"]
+    train_shapes = {symbol_renaming_shape(e) for e in sources["train"]}
+    assert summary_one["expressions_renaming_train"] == {
+        name: sum(symbol_renaming_shape(e) in train_shapes for e in sources[name]) for name in ("validation", "test")
+    }
     for expression, target in zip(dataset["test"]["expression"], dataset["test"]["series"], strict=True):
         assert target == taylor_series(expression)
 

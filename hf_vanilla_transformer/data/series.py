@@ -933,6 +933,7 @@ def generate_series_dataset(
     dataset.save_to_disk(str(path))
 
     train_targets = {s for _, s in splits["train"]}
+    train_shapes = {symbol_renaming_shape(e) for e, _ in splits["train"]}
     summary = {
         "description": (
             "Taylor series about x = 0 up to O(x**6) of random expressions in exp, sin, cos, tan, sinh, "
@@ -955,6 +956,11 @@ def generate_series_dataset(
         # Different sources can share a series (e.g. tan(a*x)*cos(a*x) and sin(a*x)); informational.
         "series_also_in_train": {
             name: sum(s in train_targets for _, s in splits[name]) for name in ("validation", "test")
+        },
+        # Expressions that are a training expression with its symbols renamed: answerable by recall.
+        "expressions_renaming_train": {
+            name: sum(symbol_renaming_shape(e) in train_shapes for e, _ in splits[name])
+            for name in ("validation", "test")
         },
         "arguments": arguments,
         "versions": {"sympy": sp.__version__, "symengine": se.__version__},

@@ -188,6 +188,20 @@ def test_wrong_series_is_not_equivalent(series_metric):
     assert (result["exact_match"], result["symbolic_match"], result["parse_rate"]) == (0.0, 0.0, 1.0)
 
 
+def test_term_match_separates_wrong_coefficients_from_wrong_terms(series_metric):
+    # SERIES_WRONG only flips a coefficient's sign; the second drops the x**2*b term; the third adds
+    # a term whose coefficient is 0 once expanded (so it is no term at all); the last does not parse.
+    predictions = [
+        SERIES_WRONG,
+        "1 + x*(a*c/g + 2*a) - a**2*x**2/2 + O(x**6)",
+        "1 + x*(a*c/g + 2*a + d - d) + x**2*(-a**2/2 + b) + O(x**6)",
+        "x**(",
+    ]
+    result = series_metric.compute(predictions=predictions, references=[SERIES] * 4)
+    assert (result["symbolic_match"], result["term_match"]) == (0.25, 0.5)
+    assert result["term_match_stderr"] == pytest.approx(math.sqrt(0.5 * 0.5 / 4))
+
+
 def test_unparsable_predictions_fail_to_parse_without_running_anything(series_metric, tmp_path):
     marker = tmp_path / "executed"
     attacks = [

@@ -67,7 +67,7 @@ def load_series_metric(**load_kwargs: Any) -> evaluate.EvaluationModule:
         **load_kwargs: passed on to ``evaluate.load`` (e.g. ``experiment_id``, ``keep_in_memory``).
 
     ``compute(predictions, references, timeout=5.0)`` returns ``n``, ``exact_match``,
-    ``symbolic_match``, ``parse_rate`` (each with a ``*_stderr``) and ``timeouts``.
+    ``symbolic_match``, ``parse_rate``, ``term_match`` (each with a ``*_stderr``) and ``timeouts``.
     """
     return _load_local_module(SERIES_METRIC_PATH, **load_kwargs)
 

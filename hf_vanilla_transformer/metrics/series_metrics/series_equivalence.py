@@ -3,10 +3,10 @@
 A series is a string such as ``1 + x*(a*c/g + 2*a) + x**2*(-a**2/2 + b) + O(x**6)`` over the
 symbols a, b, c, d, f, g, x. Two pieces live here:
 
-* :func:`parse_series` / :func:`series_equivalent`: the sympy work. Parsing never evaluates
-  arbitrary text: the string must consist of allowed names, plain numbers and arithmetic
-  operators only, and sympy's ``parse_expr`` then runs with an explicit name table and no
-  builtins (its default table exposes ``__import__``, ``eval`` and ``open``).
+* :func:`parse_series` / :func:`series_equivalent` / :func:`series_terms`: the sympy work.
+  Parsing never evaluates arbitrary text: the string must consist of allowed names, plain
+  numbers and arithmetic operators only, and sympy's ``parse_expr`` then runs with an explicit
+  name table and no builtins (its default table exposes ``__import__``, ``eval`` and ``open``).
 * :class:`EquivalenceChecker`: runs that work in a separate interpreter (this file run as a
   script) and kills it when one pair takes longer than the time limit. sympy can run for minutes
   or forever on a single expression (``simplify`` on a large quotient, or ``9**9**9`` while
@@ -152,6 +152,18 @@ def series_equivalent(prediction: sympy.Expr, reference: sympy.Expr) -> bool:
     return sympy.expand(difference) == 0 or sympy.simplify(difference) == 0
 
 
+def series_terms(expression: sympy.Expr) -> frozenset[sympy.Expr]:
+    """The monomials of a series, coefficients left out, once its ``O(...)`` term is removed and it is
+    expanded: ``x*(a*c/g + 2*a) + 1 + O(x**6)`` has the terms {1, a*x, a*c*x/g}. Two series with the same
+    terms differ, if at all, only in their rational coefficients (signs included).
+
+    >>> sorted(series_terms(parse_series("1 + x*(a*c/g + 2*a) + O(x**6)")), key=str)
+    [1, a*c*x/g, a*x]
+    """
+    coefficients = sympy.expand(expression.removeO()).as_coefficients_dict()
+    return frozenset(monomial for monomial, coefficient in coefficients.items() if coefficient != 0)
+
+
 @dataclass(frozen=True)
 class PairResult:
     """Outcome of comparing one prediction with its reference.
@@ -159,11 +171,14 @@ class PairResult:
     Attributes:
         parsed: the prediction parsed (``False`` if the time ran out while parsing it).
         equivalent: the prediction was shown equal to the reference within the time limit.
+        same_terms: the prediction has the reference's terms (see :func:`series_terms`), whatever their
+            coefficients; true whenever ``equivalent`` is.
         timed_out: the time limit was hit, or the worker died on this pair.
     """
 
     parsed: bool
     equivalent: bool
+    same_terms: bool
     timed_out: bool
 
 
@@ -219,14 +234,19 @@ class EquivalenceChecker:
         parse_reply = self._receive(deadline)
         if parse_reply is None:
             self._stop_worker(kill=True)
-            return PairResult(parsed=False, equivalent=False, timed_out=True)
+            return PairResult(parsed=False, equivalent=False, same_terms=False, timed_out=True)
         verdict = self._receive(deadline)
         if verdict is None:
             self._stop_worker(kill=True)
-            return PairResult(parsed=parse_reply["parsed"], equivalent=False, timed_out=True)
+            return PairResult(parsed=parse_reply["parsed"], equivalent=False, same_terms=False, timed_out=True)
         if "reference_error" in verdict:
             raise ValueError(verdict["reference_error"])
-        return PairResult(parsed=parse_reply["parsed"], equivalent=verdict["equivalent"], timed_out=False)
+        return PairResult(
+            parsed=parse_reply["parsed"],
+            equivalent=verdict["equivalent"],
+            same_terms=verdict["same_terms"],
+            timed_out=False,
+        )
 
     def close(self) -> None:
         """Stop the worker, if one is running."""
@@ -319,13 +339,17 @@ def _worker_main() -> None:
             send(reference_error=f"the reference is not a valid series: {err}")
             continue
         if prediction is None:
-            send(equivalent=False)
+            send(equivalent=False, same_terms=False)
             continue
         try:
             equivalent = series_equivalent(prediction, reference)
         except Exception:  # sympy failing on an odd but parsable prediction: not shown equivalent
             equivalent = False
-        send(equivalent=equivalent)
+        try:
+            same_terms = equivalent or series_terms(prediction) == series_terms(reference)
+        except Exception:  # as above: an odd prediction is not credited with the right terms
+            same_terms = False
+        send(equivalent=equivalent, same_terms=same_terms)
 
 
 if __name__ == "__main__":

@@ -28,7 +28,11 @@ references, three ways:
 * symbolic_match: both parse with sympy and, with the O(...) terms removed, prediction minus
   reference simplifies to 0 within a per-pair time limit (a pair that runs out of time counts as
   not equivalent and is counted in `timeouts`);
-* parse_rate: the prediction parses as a series over the allowed names.
+* parse_rate: the prediction parses as a series over the allowed names;
+* term_match: the prediction has exactly the reference's terms (monomials in a..g and x, once
+  expanded), whatever their coefficients. A wrong prediction that still has the right terms got
+  only coefficients wrong (term_match - symbolic_match of all examples); the rest (1 - term_match)
+  miss a term, add one, or do not parse.
 
 Each rate comes with its binomial standard error sqrt(p (1 - p) / n). Parsing never evaluates
 arbitrary text: only the allowed symbols and functions, decimal numbers and + - * / ** ( ) pass.
@@ -47,6 +51,8 @@ Returns:
     symbolic_match, symbolic_match_stderr (`float`): share of predictions equivalent to their
         reference, and its standard error.
     parse_rate, parse_rate_stderr (`float`): share of predictions that parse, and its standard error.
+    term_match, term_match_stderr (`float`): share of predictions with exactly the reference's terms
+        (coefficients aside; every equivalent prediction counts), and its standard error.
     timeouts (`int`): pairs that exceeded the time limit (counted as not equivalent).
 
 Examples:
@@ -57,6 +63,8 @@ Examples:
     ... )
     >>> result["exact_match"], result["symbolic_match"], result["parse_rate"], result["timeouts"]
     (0.0, 1.0, 1.0, 0)
+    >>> metric.compute(predictions=["3*a*x + O(x**6)"], references=["2*a*x + O(x**6)"])["term_match"]
+    1.0
 """
 
 
@@ -96,7 +104,7 @@ class SeriesMetrics(evaluate.Metric):
         if n == 0:
             raise ValueError("got no predictions: rates over zero examples are undefined")
 
-        exact = parsed = equivalent = timeouts = 0
+        exact = parsed = equivalent = same_terms = timeouts = 0
         with EquivalenceChecker(timeout=timeout) as checker:
             for index, (prediction, reference) in enumerate(zip(predictions, references, strict=True)):
                 exact += prediction.strip() == reference.strip()
@@ -106,10 +114,12 @@ class SeriesMetrics(evaluate.Metric):
                     raise ValueError(f"references[{index}]: {err}") from err
                 parsed += result.parsed
                 equivalent += result.equivalent
+                same_terms += result.same_terms
                 timeouts += result.timed_out
 
         scores = {"n": n}
-        for name, count in (("exact_match", exact), ("symbolic_match", equivalent), ("parse_rate", parsed)):
+        counts = {"exact_match": exact, "symbolic_match": equivalent, "parse_rate": parsed, "term_match": same_terms}
+        for name, count in counts.items():
             scores[name] = count / n
             scores[f"{name}_stderr"] = binomial_standard_error(count / n, n)
         scores["timeouts"] = timeouts

@@ -22,7 +22,7 @@ from .series_equivalence import EquivalenceChecker
 _DESCRIPTION = """\
 Scores predicted truncated Taylor series such as
 `1 + x*(a*c/g + 2*a) + x**2*(-a**2/2 + b) + O(x**6)` (symbols a, b, c, d, f, g, x) against
-references, three ways:
+references, four ways:
 
 * exact_match: the strings are equal after stripping surrounding whitespace;
 * symbolic_match: both parse with sympy and, with the O(...) terms removed, prediction minus

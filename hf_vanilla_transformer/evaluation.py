@@ -115,6 +115,9 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
     references = [row[tgt_key] for row in split[tgt_column]] if tgt_key else list(split[tgt_column])
 
     generation = generation_settings(eval_args, data_args.task, model.generation_config)
+    # Every generate() call below passes `max_new_tokens`; with the saved `max_length` also set, generate()
+    # would warn on every batch that `max_new_tokens` takes precedence. The cap is already in `generation`.
+    model.generation_config.max_length = None
     started = time.time()
     predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
     seconds = time.time() - started

@@ -96,6 +96,8 @@ def test_evaluate_script_writes_report(trained_run, translation_data, tmp_path):
     metrics = report["metrics"]
     assert {"bleu", "chrf", "bleu_lowercase"} <= set(metrics) and "13a" in metrics["bleu_signature"]
     assert "prediction:" in result.stdout and "bleu" in result.stdout
+    # The saved max_length (512) must not clash with the max_new_tokens the script passes on every batch.
+    assert "seem to have been set" not in result.stderr
 
 
 def test_plot_attention_script_draws_png(trained_run, tmp_path):

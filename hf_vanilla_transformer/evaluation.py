@@ -90,9 +90,14 @@ def generate_texts(model, tokenizer, sources: list[str], batch_size: int, genera
         indices = order[start : start + batch_size]
         batch = tokenizer([sources[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
         kwargs = dict(generation)
-        if kwargs.get("max_new_tokens") is None:
+        max_new_tokens = kwargs.pop("max_new_tokens", None)
+        if max_new_tokens is None:
             # §6.1: "maximum output length to input length + 50"
-            kwargs["max_new_tokens"] = batch["input_ids"].shape[1] + 50
+            max_new_tokens = batch["input_ids"].shape[1] + 50
+        # Passed as the decoder's total length (start token + new tokens), which is what generate() turns
+        # `max_new_tokens` into: given `max_new_tokens` beside the model's saved `max_length`, it would warn
+        # on every batch that one overrides the other.
+        kwargs["max_length"] = 1 + max_new_tokens
         with torch.inference_mode():
             generated = model.generate(**batch, **kwargs)
         for i, text in zip(indices, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
@@ -115,9 +120,6 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
     references = [row[tgt_key] for row in split[tgt_column]] if tgt_key else list(split[tgt_column])
 
     generation = generation_settings(eval_args, data_args.task, model.generation_config)
-    # Every generate() call below passes `max_new_tokens`; with the saved `max_length` also set, generate()
-    # would warn on every batch that `max_new_tokens` takes precedence. The cap is already in `generation`.
-    model.generation_config.max_length = None
     started = time.time()
     predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
     seconds = time.time() - started

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shlex
 import sys
 import time
@@ -25,6 +26,11 @@ logger = logging.getLogger(__name__)
 # Lower bounds of the bins of reference length (characters) in the series breakdown; in the 2,000-example test
 # split of the generator's distribution they hold about 6, 35, 45, 12 and 2 % of the series.
 SERIES_LENGTH_EDGES = (0, 50, 100, 200, 400)
+# An integer of a series that is not an exponent: a numerator, a denominator ("/15"), a lone constant term.
+# Exponents follow "*" ("x**2", "O(x**6)") and are left out: they are the monomial, not arithmetic.
+SERIES_COEFFICIENT_INTEGER = re.compile(r"(?<![*\d])\d+")
+# Groups of the breakdown by the largest such integer: its number of digits, the last group open-ended.
+SERIES_INTEGER_DIGIT_GROUPS = (1, 2, 3, 4, 5)
 
 
 @dataclass
@@ -133,6 +139,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
         metrics["bleu_lowercase_signature"] = lower["signature"]
     else:
         task_details["exact_match_by_reference_length"] = exact_match_by_reference_length(predictions, references)
+        task_details["exact_match_by_largest_integer"] = exact_match_by_largest_integer(predictions, references)
         if "train" in raw and eval_args.split != "train":
             train_sources = raw["train"][src_column]
             task_details["exact_match_by_train_overlap"] = exact_match_by_train_overlap(
@@ -195,6 +202,23 @@ def exact_match_by_reference_length(
     return bins
 
 
+def exact_match_by_largest_integer(
+    predictions: list[str], references: list[str], digit_groups: tuple[int, ...] = SERIES_INTEGER_DIGIT_GROUPS
+) -> list[dict]:
+    """Exact match grouped by the number of digits of the largest coefficient integer in the reference (the
+    last of `digit_groups` takes every longer one too): how accuracy falls as the arithmetic gets harder.
+    Empty groups are left out."""
+    groups: dict[int, list[bool]] = {digits: [] for digits in digit_groups}
+    for prediction, reference in zip(predictions, references, strict=True):
+        digits = max((len(number) for number in SERIES_COEFFICIENT_INTEGER.findall(reference)), default=1)
+        groups[min(max(digits, digit_groups[0]), digit_groups[-1])].append(prediction == reference)
+    return [
+        _exact_match_row("largest_integer_digits", f"{digits}+" if digits == digit_groups[-1] else str(digits), hits)
+        for digits, hits in groups.items()
+        if hits
+    ]
+
+
 def exact_match_by_train_overlap(
     sources: list[str], predictions: list[str], references: list[str], train_sources: list[str]
 ) -> list[dict]:
@@ -221,6 +245,11 @@ def format_report(report: dict, show_examples: int = 5) -> str:
     for row in report.get("exact_match_by_reference_length", []):
         lines.append(
             f"  exact match, reference of {row['reference_chars']} characters ({row['n']} examples): "
+            f"{row['exact_match']:.4f} ± {row['exact_match_stderr']:.4f}"
+        )
+    for row in report.get("exact_match_by_largest_integer", []):
+        lines.append(
+            f"  exact match, largest integer of {row['largest_integer_digits']} digits ({row['n']} examples): "
             f"{row['exact_match']:.4f} ± {row['exact_match_stderr']:.4f}"
         )
     for row in report.get("exact_match_by_train_overlap", []):

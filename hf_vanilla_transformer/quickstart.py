@@ -15,7 +15,7 @@ from pathlib import Path
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from .data.series import generate_series_dataset, taylor_series
-from .evaluation import EvaluationArguments, evaluate_model, generate_texts
+from .evaluation import EvaluationArguments, evaluate_model, generate_texts, generation_settings
 from .tasks import DataArguments
 from .tokenization import iter_dataset_texts, sequence_length_report, train_series_tokenizer
 from .training import ModelArguments, PaperSeq2SeqTrainingArguments, RecipeArguments, run_training
@@ -122,9 +122,10 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     _say(f"5/5 Reloading {final} with from_pretrained and expanding a few expressions ...")
     model = AutoModelForSeq2SeqLM.from_pretrained(final)
     tokenizer = AutoTokenizer.from_pretrained(final)
-    predictions = generate_texts(
-        model, tokenizer, list(DEMO_EXPRESSIONS), batch_size=8, generation={"num_beams": 1}
-    )
+    # The series settings: a series is many times longer than its expression, so the cap is the model's
+    # max_length, not the translation rule (source length + 50) that generate_texts applies without one.
+    generation = generation_settings(EvaluationArguments(num_beams=1), "series", model.generation_config)
+    predictions = generate_texts(model, tokenizer, list(DEMO_EXPRESSIONS), batch_size=8, generation=generation)
     for expression, prediction in zip(DEMO_EXPRESSIONS, predictions, strict=True):
         reference = taylor_series(expression)
         verdict = "exact" if prediction == reference else "differs"

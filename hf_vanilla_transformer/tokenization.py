@@ -59,6 +59,12 @@ SERIES_FUNCTION_NAMES = ("exp", "sin", "cos", "tan", "sinh", "cosh", "tanh")
 # (~125 characters each): ~34.5 tokens per target, against ~28.1 without isolating integers, ~56 with
 # every integer (exponents too) isolated, and ~124 character-level.
 SERIES_SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/\d+|(?<![*/\d])\d+"
+# The same split with integers written digit by digit, as Lample & Charton (2020) write theirs: every
+# digit of an integer that is not an exponent is its own chunk ("**12" stays whole: a digit after a digit
+# is split off only if that run did not start after "*"), and so is a denominator's slash ("/15" -> "/",
+# "1", "5"). The model then sees 945 as 9, 4, 5 instead of one opaque symbol it must learn by itself. Same
+# measurement as above: ~43.5 tokens per target (+25 %).
+SERIES_DIGIT_SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/(?=\d)|(?<![*\d])\d|(?<=\d)(?<!\*\d)\d"
 # Printable ASCII (letters, digits, punctuation, whitespace) is always in the series alphabet, so every
 # ASCII expression round-trips exactly, even with a character the training corpus lacked.
 SERIES_ALPHABET = tuple(string.printable)
@@ -245,6 +251,7 @@ def train_series_tokenizer(
     *,
     min_frequency: int = 2,
     function_names: Sequence[str] = SERIES_FUNCTION_NAMES,
+    integer_digits: bool = False,
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     show_progress: bool = True,
     output_dir: str | os.PathLike | None = None,
@@ -264,11 +271,14 @@ def train_series_tokenizer(
             100 printable ASCII characters). Around 1000 suits series of order 6.
         min_frequency: a pair of tokens seen fewer times is never merged.
         function_names: names that must stay whole; added as tokens if BPE did not learn them.
+        integer_digits: split integers into digits (`SERIES_DIGIT_SPLIT_PATTERN`) instead of letting BPE
+            learn whole integers (`SERIES_SPLIT_PATTERN`).
         model_max_length, show_progress, output_dir: as in `train_translation_tokenizer`.
     """
     _check_vocab_size(vocab_size, alphabet_size=len(SERIES_ALPHABET))
     tokenizer = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
-    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(SERIES_SPLIT_PATTERN), behavior="isolated")
+    split_pattern = SERIES_DIGIT_SPLIT_PATTERN if integer_digits else SERIES_SPLIT_PATTERN
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(split_pattern), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()  # concatenate: no space is added or removed
     trainer = _bpe_trainer(vocab_size, min_frequency, SERIES_ALPHABET, show_progress)
     _train(tokenizer, files_or_iterator, trainer, vocab_size)
@@ -331,6 +341,7 @@ __all__ = [
     "PAD_TOKEN_ID",
     "SERIES_FUNCTION_NAMES",
     "SERIES_ALPHABET",
+    "SERIES_DIGIT_SPLIT_PATTERN",
     "SERIES_SPLIT_PATTERN",
     "SPECIAL_TOKENS",
     "TRANSLATION_ALPHABET",

@@ -49,6 +49,9 @@ class TokenizerArguments:
         metadata={"help": "Plain text files (gzip or not), one text a line; instead of --dataset_dir."},
     )
     min_frequency: int = field(default=2, metadata={"help": "Pairs seen fewer times are never merged."})
+    integer_digits: bool = field(
+        default=False, metadata={"help": "Series only: write integers digit by digit instead of as BPE tokens."}
+    )
     model_max_length: int = field(
         default=DEFAULT_MODEL_MAX_LENGTH, metadata={"help": "The model's max_position_embeddings."}
     )
@@ -68,7 +71,10 @@ def main() -> None:
     else:
         corpus = args.text_files
 
+    if args.integer_digits and args.task != "series":
+        raise SystemExit("--integer_digits applies to --task series only.")
     train = train_translation_tokenizer if args.task == "translation" else train_series_tokenizer
+    extra = {"integer_digits": True} if args.integer_digits else {}
     start = time.perf_counter()
     tokenizer = train(
         corpus,
@@ -76,6 +82,7 @@ def main() -> None:
         min_frequency=args.min_frequency,
         model_max_length=args.model_max_length,
         output_dir=args.output_dir,
+        **extra,
     )
     print(f"Trained a {len(tokenizer)}-token {args.task} tokenizer in {time.perf_counter() - start:.1f} s")
     print(f"Saved to {args.output_dir}")

@@ -1,6 +1,9 @@
 """Tests for hf_vanilla_transformer.tokenization: special tokens, round trips, reproducibility, bad input."""
 
 import gzip
+import json
+import subprocess
+import sys
 import unicodedata
 from pathlib import Path
 
@@ -13,6 +16,7 @@ from hf_vanilla_transformer.tokenization import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
     PAD_TOKEN_ID,
+    SERIES_DIGIT_SPLIT_PATTERN,
     SERIES_FUNCTION_NAMES,
     SPECIAL_TOKENS,
     UNK_TOKEN_ID,
@@ -207,6 +211,27 @@ def test_series_coefficients_are_never_fused_with_their_monomial(series_tokenize
     ]  # fmt: skip
 
 
+def test_series_digit_tokenizer_writes_integers_digit_by_digit():
+    tokenizer = train_series_tokenizer(
+        iter(SERIES_TEXTS * 3), vocab_size=200, integer_digits=True, show_progress=False
+    )
+    pre_tokenize = tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str
+    chunks = [
+        chunk for chunk, _ in pre_tokenize("64*a**5*x**5/15 - 9*g**12/8 + x**3*(-13*c/(2*d)) - g**10/(512*d)")
+    ]
+    # Every digit of a numerator or denominator stands alone, and so does a denominator's slash; exponents
+    # ("**12", "**10" too) stay with their monomial.
+    assert chunks == [
+        "6", "4", "*a**5*x**5", "/", "1", "5", " - ", "9", "*g**12", "/", "8", " + ", "x**3*(-", "1", "3", "*c/(",
+        "2", "*d))", " - ", "g**10/(", "5", "1", "2", "*d)",
+    ]  # fmt: skip
+    for text in SERIES_TEXTS:
+        assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == text
+    # No token holds two digits of an integer, so the vocabulary has no "64" or "/15".
+    integer_tokens = [token for token in tokenizer.get_vocab() if token.lstrip("/").isdigit()]
+    assert integer_tokens and all(len(token.lstrip("/")) == 1 for token in integer_tokens)
+
+
 def test_series_training_is_reproducible(series_tokenizer, tmp_path):
     again = train_series_tokenizer(iter(SERIES_TEXTS * 3), vocab_size=200, show_progress=False)
     series_tokenizer.save_pretrained(tmp_path / "a")
@@ -286,11 +311,27 @@ def test_series_round_trip_on_a_whole_generated_data_set(tmp_path):
 
     generate_series_dataset(tmp_path / "data", 300, seed=5, test_size=60, validation_size=30, progress=False)
     data = load_from_disk(str(tmp_path / "data"))
-    tokenizer = train_series_tokenizer(
-        (text for row in data["train"] for text in (row["expression"], row["series"])),
-        vocab_size=300, show_progress=False,
+    for integer_digits in (False, True):
+        tokenizer = train_series_tokenizer(
+            (text for row in data["train"] for text in (row["expression"], row["series"])),
+            vocab_size=300, integer_digits=integer_digits, show_progress=False,
+        )
+        for split in data.values():
+            texts = [*split["expression"], *split["series"]]
+            decoded = tokenizer.batch_decode(tokenizer(texts)["input_ids"], skip_special_tokens=True)
+            assert decoded == texts, f"integer_digits={integer_digits}"
+
+
+def test_train_tokenizer_script_integer_digits(tmp_path):
+    corpus = tmp_path / "series.txt"
+    corpus.write_text("\n".join(SERIES_TEXTS * 3) + "\n")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "train_tokenizer.py"
+    common = [sys.executable, str(script), "--vocab_size", "200", "--text_files", str(corpus), "--integer_digits"]
+    subprocess.run([*common, "--task", "series", "--output_dir", str(tmp_path / "tok")], check=True, capture_output=True)
+    saved = json.loads((tmp_path / "tok" / "tokenizer.json").read_text())
+    assert saved["pre_tokenizer"]["pattern"]["Regex"] == SERIES_DIGIT_SPLIT_PATTERN
+    refused = subprocess.run(
+        [*common, "--task", "translation", "--output_dir", str(tmp_path / "no")], capture_output=True, text=True
     )
-    for split in data.values():
-        texts = [*split["expression"], *split["series"]]
-        decoded = tokenizer.batch_decode(tokenizer(texts)["input_ids"], skip_special_tokens=True)
-        assert decoded == texts
+    assert refused.returncode != 0 and "--integer_digits applies to --task series only" in refused.stderr
+    assert not (tmp_path / "no").exists()

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import datasets
 import pytest
 from transformers import AutoModelForSeq2SeqLM
 
@@ -98,6 +99,38 @@ def test_evaluate_script_writes_report(trained_run, translation_data, tmp_path):
     assert "prediction:" in result.stdout and "bleu" in result.stdout
     # The saved max_length (512) must not clash with the max_new_tokens the script passes on every batch.
     assert "seem to have been set" not in result.stderr
+
+
+def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
+    """The series branch: exact match and symbolic equivalence, and the three breakdowns of exact match, each
+    covering every example (an untrained model with a digit-level tokenizer; the numbers are not the point)."""
+    import torch
+
+    from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+    from hf_vanilla_transformer.data.series import generate_series_dataset
+    from hf_vanilla_transformer.saving import save_model_folder
+    from hf_vanilla_transformer.tokenization import train_series_tokenizer
+
+    generate_series_dataset(tmp_path / "data", 80, seed=3, num_workers=1, test_size=8, validation_size=4,
+                            progress=False)  # fmt: skip
+    data = datasets.load_from_disk(str(tmp_path / "data"))
+    tokenizer = train_series_tokenizer(
+        (text for row in data["train"] for text in (row["expression"], row["series"])),
+        vocab_size=150, integer_digits=True, show_progress=False,
+    )  # fmt: skip
+    torch.manual_seed(0)
+    config = VanillaTransformerConfig.from_preset("transformer-tiny", vocab_size=len(tokenizer))
+    model = save_model_folder(VanillaTransformerForConditionalGeneration(config), tokenizer, tmp_path / "model")
+    report_file = tmp_path / "report.json"
+    result = _run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), "--model", str(model),
+                   "--task", "series", "--dataset", str(tmp_path / "data"), "--split", "test", "--max_examples", "6",
+                   "--num_beams", "1", "--max_new_tokens", "10", "--output_file", str(report_file)], cwd=tmp_path)
+    report = json.loads(report_file.read_text())
+    assert report["num_examples"] == 6 and report["generation"]["num_beams"] == 1
+    assert 0.0 <= report["metrics"]["exact_match"] <= report["metrics"]["symbolic_match"] <= 1.0
+    for breakdown in ("by_reference_length", "by_largest_integer", "by_train_overlap"):
+        assert sum(row["n"] for row in report[f"exact_match_{breakdown}"]) == 6, breakdown
+    assert "largest integer of" in result.stdout
 
 
 def test_plot_attention_script_draws_png(trained_run, tmp_path):

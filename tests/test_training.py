@@ -193,6 +193,21 @@ def test_series_exact_match_breaks_down_by_reference_length():
     assert (bins[1]["n"], bins[1]["exact_match"], bins[1]["exact_match_stderr"]) == (1, 1.0, 0.0)
 
 
+def test_series_exact_match_breaks_down_by_largest_integer():
+    """Digits of the largest numerator or denominator; exponents ("x**12", "O(x**6)") do not count."""
+    from hf_vanilla_transformer.evaluation import exact_match_by_largest_integer
+
+    references = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "-x/2 + O(x**6)", "945*a*x**3/4 + O(x**6)", "123456*x"]
+    predictions = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "wrong", "945*a*x**3/4 + O(x**6)", "wrong"]
+    rows = exact_match_by_largest_integer(predictions, references, digit_groups=(1, 2, 3, 4))
+    assert [(r["largest_integer_digits"], r["n"], r["exact_match"]) for r in rows] == [
+        ("1", 2, 0.5),  # the first has no coefficient integer at all
+        ("2", 1, 1.0),
+        ("3", 1, 1.0),
+        ("4+", 1, 0.0),
+    ]
+
+
 def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
     """A test expression that is a training expression with its symbols renamed is counted apart."""
     from hf_vanilla_transformer.evaluation import exact_match_by_train_overlap

@@ -205,9 +205,9 @@ def exact_match_by_reference_length(
 def exact_match_by_largest_integer(
     predictions: list[str], references: list[str], digit_groups: tuple[int, ...] = SERIES_INTEGER_DIGIT_GROUPS
 ) -> list[dict]:
-    """Exact match grouped by the number of digits of the largest coefficient integer in the reference (the
-    last of `digit_groups` takes every longer one too): how accuracy falls as the arithmetic gets harder.
-    Empty groups are left out."""
+    """Exact match grouped by the number of digits of the largest coefficient integer in the reference
+    (`digit_groups` are consecutive digit counts; the last takes every longer integer too): how accuracy
+    falls as the arithmetic gets harder. Empty groups are left out."""
     groups: dict[int, list[bool]] = {digits: [] for digits in digit_groups}
     for prediction, reference in zip(predictions, references, strict=True):
         digits = max((len(number) for number in SERIES_COEFFICIENT_INTEGER.findall(reference)), default=1)

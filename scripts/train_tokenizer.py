@@ -62,6 +62,8 @@ def main() -> None:
     (args,) = HfArgumentParser(TokenizerArguments).parse_args_into_dataclasses()
     if (args.dataset_dir is None) == (args.text_files is None):
         raise SystemExit("Pass exactly one of --dataset_dir and --text_files.")
+    if args.integer_digits and args.task != "series":
+        raise SystemExit("--integer_digits applies to --task series only.")
 
     validation = None
     if args.dataset_dir is not None:
@@ -71,8 +73,6 @@ def main() -> None:
     else:
         corpus = args.text_files
 
-    if args.integer_digits and args.task != "series":
-        raise SystemExit("--integer_digits applies to --task series only.")
     train = train_translation_tokenizer if args.task == "translation" else train_series_tokenizer
     extra = {"integer_digits": True} if args.integer_digits else {}
     start = time.perf_counter()

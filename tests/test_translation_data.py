@@ -185,6 +185,23 @@ def test_tokenize_translation_drops_too_long_pairs_and_counts_them(multi30k, tok
     assert all(labels[-1] == EOS_TOKEN_ID for labels in train["labels"])
 
 
+def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transformers_warning(caplog, monkeypatch):
+    # transformers warns, once per tokenizer, that such texts "will result in indexing errors"; here they are
+    # dropped and counted, so the warning is filtered. A fresh tokenizer, so it has not warned yet; transformers'
+    # loggers do not propagate by default, so let them reach caplog.
+    monkeypatch.setattr(logging.getLogger("transformers"), "propagate", True)
+    files = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]
+    fresh = train_translation_tokenizer(files, vocab_size=400, model_max_length=64, show_progress=False)
+    long_text = " ".join(["Zwei junge Männer"] * 40)
+    pairs = [{"de": long_text, "en": "Two men."}, {"de": "Zwei Männer.", "en": "Two men."}]
+    data = DatasetDict({"train": datasets.Dataset.from_dict({"translation": pairs})})
+    with caplog.at_level(logging.WARNING):
+        _, counts = tokenize_translation(data, fresh, "de", "en", 32, 32)
+    assert counts["train"] == {"kept": 1, "dropped": 1}
+    assert not any("longer than the specified maximum" in record.getMessage() for record in caplog.records)
+    assert len(fresh(long_text)["input_ids"]) > fresh.model_max_length  # the case transformers warns about
+
+
 def test_tokenize_translation_in_the_other_direction(multi30k, tokenizer):
     tokenized, _ = tokenize_translation(multi30k, tokenizer, "en", "de", 64, 64)
     first = tokenized["train"][0]

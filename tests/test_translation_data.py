@@ -32,10 +32,14 @@ def multi30k():
     return load_parallel_text(FIXTURE, "de", "en")
 
 
-@pytest.fixture(scope="module")
-def tokenizer():
+def train_fixture_tokenizer():
     files = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]
     return train_translation_tokenizer(files, vocab_size=400, model_max_length=64, show_progress=False)
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    return train_fixture_tokenizer()
 
 
 def write_lines(path, lines, compress=False):
@@ -190,8 +194,7 @@ def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transform
     # dropped and counted, so the warning is filtered. A fresh tokenizer, so it has not warned yet; transformers'
     # loggers do not propagate by default, so let them reach caplog.
     monkeypatch.setattr(logging.getLogger("transformers"), "propagate", True)
-    files = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]
-    fresh = train_translation_tokenizer(files, vocab_size=400, model_max_length=64, show_progress=False)
+    fresh = train_fixture_tokenizer()
     long_text = " ".join(["Zwei junge Männer"] * 40)
     pairs = [{"de": long_text, "en": "Two men."}, {"de": "Zwei Männer.", "en": "Two men."}]
     data = DatasetDict({"train": datasets.Dataset.from_dict({"translation": pairs})})

@@ -140,6 +140,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
     else:
         task_details["exact_match_by_reference_length"] = exact_match_by_reference_length(predictions, references)
         task_details["exact_match_by_largest_integer"] = exact_match_by_largest_integer(predictions, references)
+        task_details["exact_match_by_term_count"] = exact_match_by_term_count(sources, predictions, references)
         if "train" in raw and eval_args.split != "train":
             train_sources = raw["train"][src_column]
             task_details["exact_match_by_train_overlap"] = exact_match_by_train_overlap(
@@ -219,6 +220,17 @@ def exact_match_by_largest_integer(
     ]
 
 
+def exact_match_by_term_count(sources: list[str], predictions: list[str], references: list[str]) -> list[dict]:
+    """Exact match grouped by the number of terms (function calls) of the source expression, fewest first:
+    how accuracy falls as expressions grow. Empty groups are left out."""
+    from .data.series import count_terms
+
+    groups: dict[int, list[bool]] = {}
+    for source, prediction, reference in zip(sources, predictions, references, strict=True):
+        groups.setdefault(count_terms(source), []).append(prediction == reference)
+    return [_exact_match_row("terms", str(terms), groups[terms]) for terms in sorted(groups)]
+
+
 def exact_match_by_train_overlap(
     sources: list[str], predictions: list[str], references: list[str], train_sources: list[str]
 ) -> list[dict]:
@@ -250,6 +262,11 @@ def format_report(report: dict, show_examples: int = 5) -> str:
     for row in report.get("exact_match_by_largest_integer", []):
         lines.append(
             f"  exact match, largest integer of {row['largest_integer_digits']} digits ({row['n']} examples): "
+            f"{row['exact_match']:.4f} ± {row['exact_match_stderr']:.4f}"
+        )
+    for row in report.get("exact_match_by_term_count", []):
+        lines.append(
+            f"  exact match, expression of {row['terms']} terms ({row['n']} examples): "
             f"{row['exact_match']:.4f} ± {row['exact_match_stderr']:.4f}"
         )
     for row in report.get("exact_match_by_train_overlap", []):

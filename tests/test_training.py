@@ -208,6 +208,18 @@ def test_series_exact_match_breaks_down_by_largest_integer():
     ]
 
 
+def test_series_exact_match_breaks_down_by_number_of_terms():
+    """Terms are function calls of the source, a power of one counting once; groups come fewest first."""
+    from hf_vanilla_transformer.evaluation import exact_match_by_term_count
+
+    sources = ["sin(a*x)*cos(b*x) + exp(c*x)", "exp(c*x)**3", "tan(a*x)/tanh(2*b*x)", "sinh(-d*x)*cosh(f*x)"]
+    predictions = ["p", "q", "wrong", "r"]
+    references = ["p", "q", "s", "r"]
+    rows = exact_match_by_term_count(sources, predictions, references)
+    assert [(r["terms"], r["n"], r["exact_match"]) for r in rows] == [("1", 1, 1.0), ("2", 2, 0.5), ("3", 1, 1.0)]
+    assert abs(rows[1]["exact_match_stderr"] - (0.25 / 2) ** 0.5) < 1e-12
+
+
 def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
     """A test expression that is a training expression with its symbols renamed is counted apart."""
     from hf_vanilla_transformer.evaluation import exact_match_by_train_overlap

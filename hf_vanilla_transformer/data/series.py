@@ -69,6 +69,7 @@ __all__ = [
     "SeriesDataArguments",
     "SeriesError",
     "SeriesOutcome",
+    "count_terms",
     "default_split_sizes",
     "expression_to_series",
     "format_series",
@@ -741,7 +742,8 @@ def split_examples(
 _FUNCTION_CALL = re.compile(rf"\b(?:{'|'.join(FUNCTIONS)})\(")
 
 
-def _count_terms(expression: str) -> int:
+def count_terms(expression: str) -> int:
+    """The number of function calls in an expression: the generator's "terms" (``exp(c*x)**3 + sin(a*x)`` has 2)."""
     return len(_FUNCTION_CALL.findall(expression))
 
 
@@ -947,7 +949,7 @@ def generate_series_dataset(
         "slowest_expression": {"seconds": round(result.slowest[0], 3), "expression": result.slowest[1]},
         # Single terms run out fast (a few hundred exist), hence most duplicates and few 1-term examples.
         "terms_per_expression": dict(
-            sorted(Counter(str(_count_terms(e)) for e, _ in result.examples).items())
+            sorted(Counter(str(count_terms(e)) for e, _ in result.examples).items())
         ),
         "lengths_chars": {
             "expression": length_stats([len(e) for e, _ in result.examples]),

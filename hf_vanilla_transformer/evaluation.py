@@ -266,7 +266,7 @@ def format_report(report: dict, show_examples: int = 5) -> str:
         )
     for row in report.get("exact_match_by_term_count", []):
         lines.append(
-            f"  exact match, expression of {row['terms']} terms ({row['n']} examples): "
+            f"  exact match, {row['terms']}-term expressions ({row['n']} examples): "
             f"{row['exact_match']:.4f} ± {row['exact_match_stderr']:.4f}"
         )
     for row in report.get("exact_match_by_train_overlap", []):

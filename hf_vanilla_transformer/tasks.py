@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-from datasets import DatasetDict, load_from_disk
+from datasets import Dataset, DatasetDict, concatenate_datasets, load_from_disk
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
@@ -46,6 +46,14 @@ class DataArguments:
         default=None, metadata={"help": "Use only the first N training pairs."}
     )
     max_eval_examples: int | None = field(default=None, metadata={"help": "Evaluate on the first N pairs."})
+    symbol_renamings: int = field(
+        default=0,
+        metadata={
+            "help": "Series only: add up to N renamings of each training pair's symbols that keep their "
+            "alphabetical order (so the renamed series is still the CAS's canonical one); none equals a "
+            "validation or test expression."
+        },
+    )
     num_proc: int | None = field(default=None, metadata={"help": "Processes for tokenization (Dataset.map)."})
     max_tokens: int | None = field(
         default=None,
@@ -58,6 +66,13 @@ class DataArguments:
     def __post_init__(self):
         if self.task not in TASKS:
             raise ValueError(f"Unknown task {self.task!r}; expected one of {TASKS}.")
+        if self.symbol_renamings < 0:
+            raise ValueError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
+        if self.symbol_renamings and self.task != "series":
+            raise ValueError(
+                f"`symbol_renamings` ({self.symbol_renamings}) applies to the series task only; "
+                f"drop it for task {self.task!r}."
+            )
 
 
 def text_fields(args: DataArguments) -> tuple[TextField, TextField]:
@@ -93,6 +108,8 @@ def load_raw_dataset(args: DataArguments) -> DatasetDict:
 def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> DatasetDict:
     """Load, subsample (if asked) and tokenize the task's data; too-long pairs are dropped and counted."""
     raw = load_raw_dataset(args)
+    # Read before `max_eval_examples` cuts the held-out splits: no renaming may equal any of their expressions.
+    held_out = held_out_expressions(raw) if args.symbol_renamings else set()
     for split, limit in (
         ("train", args.max_train_examples),
         ("validation", args.max_eval_examples),
@@ -100,6 +117,8 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     ):
         if limit is not None and split in raw and raw[split].num_rows > limit:
             raw[split] = raw[split].select(range(limit))
+    if args.symbol_renamings and "train" in raw:
+        raw["train"] = add_symbol_renamings(raw["train"], args.symbol_renamings, held_out)
     source, target = text_fields(args)
     tokenized, counts = tokenize_pairs(
         raw, tokenizer, source, target, args.max_source_length, args.max_target_length, num_proc=args.num_proc
@@ -107,6 +126,27 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     for split, count in counts.items():
         logger.info("%s: %d pairs (%d dropped as too long)", split, count["kept"], count["dropped"])
     return tokenized
+
+
+def held_out_expressions(raw: DatasetDict) -> set[str]:
+    """Every expression of the splits other than train (validation and test, whole)."""
+    return {e for split, ds in raw.items() if split != "train" for e in ds["expression"]}
+
+
+def add_symbol_renamings(train: Dataset, per_example: int, held_out: set[str], seed: int = 0) -> Dataset:
+    """The training split followed by up to `per_example` order-preserving symbol renamings of each of its
+    pairs (`symbol_renamings_of_pairs`), none of which is in `held_out` (pass `held_out_expressions(raw)`
+    of the whole data set, before any split is cut down)."""
+    from .data.series import symbol_renamings_of_pairs
+
+    expressions, series = symbol_renamings_of_pairs(
+        train["expression"], train["series"], per_example, seed=seed, exclude=held_out
+    )
+    renamed = Dataset.from_dict({"expression": expressions, "series": series})
+    logger.info(
+        "train: %d pairs + %d symbol renamings (up to %d each)", train.num_rows, renamed.num_rows, per_example
+    )
+    return concatenate_datasets([train.select_columns(["expression", "series"]), renamed])
 
 
 def load_task_metric(task: str):

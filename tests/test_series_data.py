@@ -4,6 +4,7 @@ Correctness is checked against independent computations, not assumed: sympy's ow
 small sample, and a high-precision numeric check of the truncation error on a larger one.
 """
 
+import math
 import os
 import random
 import re
@@ -25,11 +26,13 @@ from hf_vanilla_transformer.data.series import (
     generate_examples,
     generate_series_dataset,
     iter_candidates,
+    order_preserving_renamings,
     parse_expression,
     parse_series,
     series_match,
     split_examples,
     symbol_renaming_shape,
+    symbol_renamings_of_pairs,
     taylor_series,
 )
 
@@ -213,6 +216,83 @@ def test_renamed_expressions_share_a_shape_and_others_do_not():
         assert len({rename(e, "ssssss") for e in group}) == 1
     assert symbol_renaming_shape("sin(a*x)*cos(a*x)") != symbol_renaming_shape("sin(a*x)*cos(b*x)")
     assert symbol_renaming_shape("tanh(c*x)") != symbol_renaming_shape("tan(c*x)")
+
+
+def test_order_preserving_renamings_are_the_cas_series(sample):
+    """Renaming symbols in alphabetical order keeps the canonical form: the renamed series is exactly what
+    the CAS prints for the renamed expression. One random renaming of each of 60 generated examples."""
+    rng = random.Random(0)
+    for expression, series in sample[:60]:
+        renamings = order_preserving_renamings(expression, series)
+        distinct = len(set(re.findall(r"\b[abcdfg]\b", expression)))
+        assert len(renamings) == math.comb(6, distinct) - 1
+        renamed_expression, renamed_series = rng.choice(renamings)
+        assert symbol_renaming_shape(renamed_expression) == symbol_renaming_shape(expression)
+        assert renamed_series == taylor_series(renamed_expression), expression
+
+
+def test_a_renaming_that_reorders_symbols_is_not_canonical():
+    """Why only order-preserving renamings are used: swapping a and f in the strings reorders nothing, but
+    the CAS writes the renamed coefficient with its terms sorted anew."""
+    series = taylor_series("exp(a*x)/exp(3*f*x)")
+    assert series.startswith("1 + x*(a - 3*f)")
+    assert not taylor_series("exp(f*x)/exp(3*a*x)").startswith("1 + x*(f - 3*a)")
+    renamed = [e for e, _ in order_preserving_renamings("exp(a*x)/exp(3*f*x)", series)]
+    assert "exp(f*x)/exp(3*a*x)" not in renamed and "exp(b*x)/exp(3*c*x)" in renamed
+
+
+def test_symbol_renamings_skip_held_out_and_repeated_expressions():
+    expressions, series = ["sin(a*x)", "sin(b*x)", "cos(a*x)*tan(b*x)"], ["s1", "s2", "s3"]
+    new_expressions, new_series = symbol_renamings_of_pairs(
+        expressions, series, per_example=100, seed=3, exclude={"sin(c*x)", "cos(a*x)*tan(g*x)"}
+    )
+    singles = [e for e in new_expressions if e.startswith("sin")]
+    # sin: 6 names, minus a and b (already pairs) and c (held out); each drawn once only
+    assert sorted(singles) == ["sin(d*x)", "sin(f*x)", "sin(g*x)"]
+    pairs = [e for e in new_expressions if e.startswith("cos")]
+    assert len(pairs) == 15 - 2 and "cos(a*x)*tan(g*x)" not in pairs
+    assert len(set(new_expressions)) == len(new_expressions)
+    assert new_series[new_expressions.index("cos(d*x)*tan(g*x)")] == "s3"  # no symbols in "s3" to rename
+    few, _ = symbol_renamings_of_pairs(expressions, series, per_example=1, seed=3)
+    assert len(few) == 3
+    assert symbol_renamings_of_pairs(expressions, series, per_example=1, seed=3)[0] == few  # seeded
+    with pytest.raises(ValueError, match="per_example"):
+        symbol_renamings_of_pairs(expressions, series, per_example=-1)
+
+
+def test_training_split_gains_renamings_that_are_never_held_out(tmp_path):
+    """`DataArguments(symbol_renamings=N)`: the training split keeps its pairs first and gains renamed ones;
+    no renamed expression is a validation or test expression, even one that `max_eval_examples` leaves out
+    of evaluation; the held-out splits are untouched."""
+    from datasets import Dataset, DatasetDict
+
+    from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
+    from hf_vanilla_transformer.tokenization import train_series_tokenizer
+
+    def split(*expressions):
+        series = [taylor_series(e) for e in expressions]
+        return Dataset.from_dict({"expression": list(expressions), "series": series})
+
+    raw = DatasetDict(
+        train=split("exp(a*x)*sin(2*c*x)", "cosh(b*x)"),
+        validation=split("sin(a*x)", "cosh(d*x)"),
+        test=split("tan(b*x)", "exp(a*x)*sin(2*g*x)"),
+    )
+    raw.save_to_disk(tmp_path / "data")
+    texts = [text for ds in raw.values() for row in ds for text in row.values()]
+    series_tokenizer = train_series_tokenizer(iter(texts), vocab_size=120, show_progress=False)
+    args = dict(task="series", dataset=str(tmp_path / "data"), tokenizer="unused", max_eval_examples=1)
+    plain = prepare_dataset(DataArguments(**args), series_tokenizer)
+    renamed = prepare_dataset(DataArguments(**args, symbol_renamings=50), series_tokenizer)
+    assert renamed["train"][:2] == plain["train"][:2]
+    assert renamed["validation"][:] == plain["validation"][:] and renamed["test"].num_rows == 1
+    added = series_tokenizer.batch_decode(renamed["train"]["input_ids"][2:], skip_special_tokens=True)
+    assert len(added) == (15 - 1 - 1) + (6 - 1 - 1)  # all others, less the held-out one of each shape
+    assert "cosh(a*x)" in added and not set(added) & {"cosh(d*x)", "exp(a*x)*sin(2*g*x)"}
+    with pytest.raises(ValueError, match="series task only"):
+        DataArguments(task="translation", symbol_renamings=3)
+    with pytest.raises(ValueError, match="0 or more"):
+        DataArguments(task="series", symbol_renamings=-1)
 
 
 def test_drops_are_counted_by_reason():

@@ -40,6 +40,7 @@ summary lists timeouts and the slowest expression, so a run that came close can 
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import multiprocessing
@@ -77,12 +78,14 @@ __all__ = [
     "generate_series_dataset",
     "iter_candidates",
     "length_stats",
+    "order_preserving_renamings",
     "parse_expression",
     "parse_series",
     "sample_expression",
     "series_match",
     "split_examples",
     "symbol_renaming_shape",
+    "symbol_renamings_of_pairs",
     "taylor_coefficients",
     "taylor_series",
 ]
@@ -761,6 +764,60 @@ def symbol_renaming_shape(expression: str) -> str:
     """
     first_seen: dict[str, str] = {}
     return _SYMBOL.sub(lambda m: first_seen.setdefault(m.group(0), f"#{len(first_seen)}"), expression)
+
+
+def order_preserving_renamings(expression: str, series: str) -> list[tuple[str, str]]:
+    """Every other renaming of the pair's symbols that keeps their alphabetical order, as pairs
+    (expression, series).
+
+    The series' printed form depends on the symbols only through their alphabetical order (sympy sorts
+    monomials by symbol name), so renaming ``b, d`` to ``a, g`` in both strings gives exactly the CAS's
+    canonical series of the renamed expression, with no CAS call; a renaming that reorders the symbols
+    (``b, d`` to ``g, a``) would reorder terms and is not offered. An expression with k distinct symbols has
+    C(6, k) - 1 such renamings (5, 14, 19, 14 for k = 1..4). `tests/test_series_data.py` checks them
+    against the CAS.
+    """
+    used = sorted(set(_SYMBOL.findall(expression)))
+    renamings = []
+    for names in itertools.combinations(SYMBOL_NAMES, len(used)):  # increasing, like `used`
+        if list(names) == used:
+            continue
+        mapping = dict(zip(used, names, strict=True))
+
+        def rename(text: str, mapping=mapping) -> str:
+            return _SYMBOL.sub(lambda match: mapping[match.group(0)], text)
+
+        renamings.append((rename(expression), rename(series)))
+    return renamings
+
+
+def symbol_renamings_of_pairs(
+    expressions: Sequence[str],
+    series: Sequence[str],
+    per_example: int,
+    seed: int = 0,
+    exclude: Iterable[str] = (),
+) -> tuple[list[str], list[str]]:
+    """Up to `per_example` order-preserving renamings (`order_preserving_renamings`) of each pair, drawn
+    at random with `seed`: data augmentation by a symmetry of the task, for training only.
+
+    Renamings whose expression is in `exclude` (pass the validation and test expressions) or is already a
+    pair of the input, or was drawn before, are skipped, so no held-out example is ever trained on and no
+    pair appears twice. Returns the new pairs only, as two lists.
+    """
+    if per_example < 0:
+        raise ValueError(f"`per_example` must be 0 or more, got {per_example}.")
+    rng = random.Random(seed)
+    taken = set(exclude) | set(expressions)
+    new_expressions: list[str] = []
+    new_series: list[str] = []
+    for expression, target in zip(expressions, series, strict=True):
+        candidates = [pair for pair in order_preserving_renamings(expression, target) if pair[0] not in taken]
+        for renamed_expression, renamed_series in rng.sample(candidates, min(per_example, len(candidates))):
+            taken.add(renamed_expression)
+            new_expressions.append(renamed_expression)
+            new_series.append(renamed_series)
+    return new_expressions, new_series
 
 
 def length_stats(values: Sequence[int]) -> dict[str, float]:

@@ -780,15 +780,14 @@ def order_preserving_renamings(expression: str, series: str) -> list[tuple[str, 
     used = sorted(set(_SYMBOL.findall(expression)))
     renamings = []
     for names in itertools.combinations(SYMBOL_NAMES, len(used)):  # increasing, like `used`
-        if list(names) == used:
-            continue
-        mapping = dict(zip(used, names, strict=True))
-
-        def rename(text: str, mapping=mapping) -> str:
-            return _SYMBOL.sub(lambda match: mapping[match.group(0)], text)
-
-        renamings.append((rename(expression), rename(series)))
+        if list(names) != used:
+            mapping = dict(zip(used, names, strict=True))
+            renamings.append((_rename_symbols(expression, mapping), _rename_symbols(series, mapping)))
     return renamings
+
+
+def _rename_symbols(text: str, mapping: dict[str, str]) -> str:
+    return _SYMBOL.sub(lambda match: mapping[match.group(0)], text)
 
 
 def symbol_renamings_of_pairs(

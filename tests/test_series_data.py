@@ -253,6 +253,8 @@ def test_symbol_renamings_skip_held_out_and_repeated_expressions():
     assert len(pairs) == 15 - 2 and "cos(a*x)*tan(g*x)" not in pairs
     assert len(set(new_expressions)) == len(new_expressions)
     assert new_series[new_expressions.index("cos(d*x)*tan(g*x)")] == "s3"  # no symbols in "s3" to rename
+    with pytest.raises(ValueError, match=r"\['e'\].*without --symbol_renamings"):
+        symbol_renamings_of_pairs(["sin(d*x)*cos(e*x)"], ["s"], per_example=1)
     few, _ = symbol_renamings_of_pairs(expressions, series, per_example=1, seed=3)
     assert len(few) == 3
     assert symbol_renamings_of_pairs(expressions, series, per_example=1, seed=3)[0] == few  # seeded

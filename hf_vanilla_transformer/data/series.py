@@ -751,6 +751,8 @@ def count_terms(expression: str) -> int:
 
 
 _SYMBOL = re.compile(rf"\b(?:{'|'.join(SYMBOL_NAMES)})\b")
+_NAME = re.compile(r"[A-Za-z_]\w*")
+_KNOWN_NAMES = frozenset((*SYMBOL_NAMES, *FUNCTIONS, VARIABLE))
 
 
 def symbol_renaming_shape(expression: str) -> str:
@@ -777,6 +779,15 @@ def order_preserving_renamings(expression: str, series: str) -> list[tuple[str, 
     C(6, k) - 1 such renamings (5, 14, 19, 14 for k = 1..4). `tests/test_series_data.py` checks them
     against the CAS.
     """
+    unknown = sorted(set(_NAME.findall(expression)) - _KNOWN_NAMES)
+    if unknown:
+        # A symbol outside SYMBOL_NAMES sits somewhere in the alphabet (`e` between d and f): renaming around
+        # it could reorder the symbols and silently break the canonical form, so such data is refused.
+        raise ValueError(
+            f"Expression {expression!r} uses {unknown}, outside this data set's symbols {SYMBOL_NAMES} and "
+            f"functions {FUNCTIONS}: symbol renamings are defined only for series data made by "
+            "scripts/generate_series.py; train without --symbol_renamings."
+        )
     used = sorted(set(_SYMBOL.findall(expression)))
     renamings = []
     for names in itertools.combinations(SYMBOL_NAMES, len(used)):  # increasing, like `used`

@@ -382,7 +382,8 @@ def expression_to_series(expression: str, max_target_chars: int | None = None) -
 # Parsing targets back (for metrics) and sources (for checks)
 # ----------------------------------------------------------------------------------------------
 
-_TOKEN = re.compile(r"\s*(?:(?P<name>[A-Za-z_]\w*)|(?P<number>\d+)|(?P<op>\*\*|[-+*/()]))")
+_NAME_PATTERN = r"[A-Za-z_]\w*"
+_TOKEN = re.compile(rf"\s*(?:(?P<name>{_NAME_PATTERN})|(?P<number>\d+)|(?P<op>\*\*|[-+*/()]))")
 _MAX_PARSE_CHARS = 20_000
 # Targets use exponents up to ~12; 20 keeps "(a + b + c + d + f + g)**20" expandable in a second.
 _MAX_EXPONENT = 20
@@ -751,8 +752,7 @@ def count_terms(expression: str) -> int:
 
 
 _SYMBOL = re.compile(rf"\b(?:{'|'.join(SYMBOL_NAMES)})\b")
-_NAME = re.compile(r"[A-Za-z_]\w*")
-_KNOWN_NAMES = frozenset((*SYMBOL_NAMES, *FUNCTIONS, VARIABLE))
+_NAME = re.compile(_NAME_PATTERN)
 
 
 def symbol_renaming_shape(expression: str) -> str:
@@ -779,7 +779,7 @@ def order_preserving_renamings(expression: str, series: str) -> list[tuple[str, 
     C(6, k) - 1 such renamings (5, 14, 19, 14 for k = 1..4). `tests/test_series_data.py` checks them
     against the CAS.
     """
-    unknown = sorted(set(_NAME.findall(expression)) - _KNOWN_NAMES)
+    unknown = sorted(set(_NAME.findall(expression)) - _SOURCE_NAMES)
     if unknown:
         # A symbol outside SYMBOL_NAMES sits somewhere in the alphabet (`e` between d and f): renaming around
         # it could reorder the symbols and silently break the canonical form, so such data is refused.

@@ -10,6 +10,31 @@ from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 from .saving import save_model_folder
 
 
+def is_local_path(name_or_path: str | Path) -> bool:
+    """Whether a name can only mean a local path, not a Hub repository id (`name` or `owner/name`): it
+    exists as a file, starts with `.`, `/` or `~`, or has more than one `/`."""
+    name = str(name_or_path)
+    return Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def check_model_location(name_or_path: str | Path) -> None:
+    """Raise `FileNotFoundError` for a model location that is neither a saved model folder nor a possible Hub
+    id, before transformers answers with an error about repository names."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        if not (path / "config.json").is_file():
+            raise FileNotFoundError(
+                f"{path} is a folder without config.json, so not a saved model. Pass a folder written by "
+                "`save_pretrained` or `scripts/train.py` (e.g. outputs/run/final) or a Hub model id."
+            )
+        return
+    if is_local_path(name_or_path):
+        raise FileNotFoundError(
+            f"No model folder at {name_or_path}. Pass a folder written by `save_pretrained` or "
+            "`scripts/train.py` (e.g. outputs/run/final) or a Hub model id such as 'user/model'."
+        )
+
+
 def build_hub_folder(model_dir: str | Path, card: str | Path | None, output_dir: str | Path) -> Path:
     """Write everything a Hub repository needs into `output_dir`: safetensors weights, config with `auto_map`,
     the modeling/configuration/pipeline code (so `trust_remote_code=True` works for Hub users), tokenizer,

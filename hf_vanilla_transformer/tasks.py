@@ -1,5 +1,7 @@
-"""The two tasks this package trains on, and what differs between them: where the source and target texts
-live in a dataset row, which metric scores the output, and which of its numbers picks the best checkpoint.
+"""The two tasks this package trains on, one object each, holding everything that differs between them: where
+the source and target texts live in a dataset row, how the data loads, which metric scores the output and
+which of its numbers picks the best checkpoint, the generation defaults, the report's breakdowns, and how a
+tokenizer for the task is trained. Code elsewhere asks the task object and never switches on the task name.
 
 - `translation`: a `translation` column of `{language: sentence}` dicts (Multi30k here, WMT14 on the Hub),
   scored with sacreBLEU (cased, detokenised) and chrF.
@@ -12,24 +14,198 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, ClassVar
 
 import numpy as np
-from datasets import Dataset, DatasetDict, concatenate_datasets, load_from_disk
+from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
 from .data.translation import load_translation_dataset, translation_languages
+from .metrics import load_series_metric, load_translation_metric
+from .series.renamings import add_symbol_renamings, held_out_expressions
+from .series.reports import ROW_FORMATS, series_breakdowns
+from .tokenization import train_series_tokenizer, train_translation_tokenizer
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("translation", "series")
+
+class Task:
+    """What one task defines; see `TranslationTask` and `SeriesTask`."""
+
+    name: ClassVar[str]
+    best_metric: ClassVar[str]  # `metric_for_best_model`: higher is better
+    tokenizer_columns: ClassVar[tuple[str, ...]]  # dataset columns a tokenizer for the task is trained on
+    # generate()'s output limit during evaluation when the command line sets none: None means source length + 50
+    # (§6.1), True the saved generation config's `max_length`.
+    output_length_from_config: ClassVar[bool] = False
+    # Report key -> the text before " (n examples): exact match ± s.e." for one row of that breakdown.
+    row_formats: ClassVar[dict[str, str]] = {}
+    # decode(encode(s)) == s is checked on every split after training a tokenizer for the task.
+    lossless_tokenizer: ClassVar[bool] = False
+
+    def check_arguments(self, args: DataArguments) -> None:
+        """Raise `ValueError` for data arguments that do not apply to this task."""
+
+    def text_fields(self, args: DataArguments) -> tuple[TextField, TextField]:
+        """`(column, key)` of the source and of the target text."""
+        raise NotImplementedError
+
+    def load_raw(self, args: DataArguments) -> DatasetDict:
+        """The task's `DatasetDict` (train / validation / test), checked for the columns it needs."""
+        raise NotImplementedError
+
+    def add_training_data(self, raw: DatasetDict, held_out: Any, args: DataArguments) -> DatasetDict:
+        """Extra training pairs the arguments ask for (none by default); `held_out` is `held_out_data(raw)`."""
+        return raw
+
+    def held_out_data(self, raw: DatasetDict, args: DataArguments) -> Any:
+        """What `add_training_data` must never produce, read before any split is cut down."""
+        return None
+
+    def load_metric(self):
+        raise NotImplementedError
+
+    def score(self, metric, predictions: list[str], references: list[str]) -> dict[str, Any]:
+        """The metric's numbers, flat (plus signature strings where the metric has them)."""
+        return dict(metric.compute(predictions=predictions, references=references))
+
+    def report_details(
+        self, metric, sources: list[str], predictions: list[str], references: list[str], train_sources
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        """Extra metrics and extra report sections (breakdowns) of an evaluation report."""
+        return {}, {}
+
+    def tokenizer_options(self, integer_digits: bool = False) -> dict[str, Any]:
+        """Task-specific options of `train_tokenizer`; a `ValueError` for one the task does not have."""
+        if integer_digits:
+            raise ValueError(f"`integer_digits` applies to the series task only; drop it for task {self.name!r}.")
+        return {}
+
+    def train_tokenizer(self, corpus, vocab_size: int, **options):
+        """Train a BPE tokenizer for the task (`tokenization.train_*_tokenizer`) on texts or text files."""
+        raise NotImplementedError
+
+    def tokenizer_check_texts(self, validation: Dataset) -> dict[str, list[str]]:
+        """Groups of validation texts on which `scripts/train_tokenizer.py` reports tokens per text."""
+        return {column: validation[column] for column in self.tokenizer_columns}
+
+
+class TranslationTask(Task):
+    name = "translation"
+    best_metric = "bleu"
+    tokenizer_columns = ("translation",)
+
+    def check_arguments(self, args: DataArguments) -> None:
+        if args.symbol_renamings:
+            raise ValueError(
+                f"`symbol_renamings` ({args.symbol_renamings}) applies to the series task only; drop it for "
+                "task 'translation'."
+            )
+
+    def text_fields(self, args):
+        return ("translation", args.source_lang), ("translation", args.target_lang)
+
+    def load_raw(self, args):
+        dataset = load_translation_dataset(args.dataset, args.dataset_config)
+        languages = translation_languages(next(iter(dataset.values())))
+        for lang in (args.source_lang, args.target_lang):
+            if lang not in languages:
+                raise ValueError(f"Language '{lang}' is not in {args.dataset}; languages found: {languages}.")
+        return dataset
+
+    def load_metric(self):
+        return load_translation_metric()
+
+    def score(self, metric, predictions, references):
+        result = metric.compute(predictions=predictions, references=references)
+        return {
+            "bleu": result["score"],
+            "chrf": result["chrf"],
+            "bleu_signature": result["signature"],
+            "chrf_signature": result["chrf_signature"],
+        }
+
+    def report_details(self, metric, sources, predictions, references, train_sources):
+        lower = metric.compute(predictions=predictions, references=references, lowercase=True)
+        return {"bleu_lowercase": lower["score"], "bleu_lowercase_signature": lower["signature"]}, {}
+
+    def train_tokenizer(self, corpus, vocab_size, **options):
+        return train_translation_tokenizer(corpus, vocab_size, **options)
+
+    def tokenizer_check_texts(self, validation):
+        groups: dict[str, list[str]] = {}
+        for pair in validation["translation"]:
+            for lang, text in pair.items():
+                groups.setdefault(lang, []).append(text)
+        return groups
+
+
+class SeriesTask(Task):
+    name = "series"
+    best_metric = "exact_match"
+    tokenizer_columns = ("expression", "series")
+    # A series is several times longer than its expression, so source length + 50 would cut it.
+    output_length_from_config = True
+    lossless_tokenizer = True
+
+    row_formats = ROW_FORMATS
+
+    def text_fields(self, args):
+        return ("expression", None), ("series", None)
+
+    def load_raw(self, args):
+        path = Path(args.dataset)
+        if not path.is_dir():
+            raise FileNotFoundError(
+                f"No series data set at {path}: build one with "
+                f"`python scripts/generate_series.py --output_dir {path}`."
+            )
+        dataset = load_from_disk(str(path))
+        for split, ds in dataset.items():
+            if not {"expression", "series"} <= set(ds.column_names):
+                raise ValueError(
+                    f"Split '{split}' of {path} lacks the columns expression/series: {ds.column_names}."
+                )
+        return dataset
+
+    def held_out_data(self, raw, args):
+        return held_out_expressions(raw) if args.symbol_renamings else set()
+
+    def add_training_data(self, raw, held_out, args):
+        if args.symbol_renamings and "train" in raw:
+            raw["train"] = add_symbol_renamings(raw["train"], args.symbol_renamings, held_out)
+        return raw
+
+    def load_metric(self):
+        return load_series_metric()
+
+    def report_details(self, metric, sources, predictions, references, train_sources):
+        return {}, series_breakdowns(sources, predictions, references, train_sources)
+
+    def tokenizer_options(self, integer_digits=False):
+        return {"integer_digits": integer_digits}
+
+    def train_tokenizer(self, corpus, vocab_size, **options):
+        return train_series_tokenizer(corpus, vocab_size, **options)
+
+
+TASKS: dict[str, Task] = {task.name: task for task in (TranslationTask(), SeriesTask())}
+
+
+def get_task(name: str) -> Task:
+    """The task object of a name, or a `ValueError` listing the names there are."""
+    try:
+        return TASKS[name]
+    except KeyError:
+        raise ValueError(f"Unknown task {name!r}; expected one of {', '.join(TASKS)}.") from None
 
 
 @dataclass
 class DataArguments:
     """Which data to train and evaluate on, and how to tokenize it."""
 
-    task: str = field(default="series", metadata={"help": f"One of {TASKS}."})
+    task: str = field(default="series", metadata={"help": f"One of {', '.join(TASKS)}."})
     dataset: str = field(
         default="outputs/data/series",
         metadata={"help": "A `save_to_disk` folder, a folder of parquet files, or a Hub name (e.g. wmt14)."},
@@ -62,54 +238,43 @@ class DataArguments:
             "--max-tokens). Replaces per_device_train_batch_size."
         },
     )
+    max_unknown_token_share: float = field(
+        default=0.05,
+        metadata={
+            "help": "Refuse to train when more than this share of the training tokens are the tokenizer's "
+            "unknown token (it was trained for other data); 1 turns the check off."
+        },
+    )
 
     def __post_init__(self):
-        if self.task not in TASKS:
-            raise ValueError(f"Unknown task {self.task!r}; expected one of {TASKS}.")
+        task = get_task(self.task)
         if self.symbol_renamings < 0:
             raise ValueError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
-        if self.symbol_renamings and self.task != "series":
-            raise ValueError(
-                f"`symbol_renamings` ({self.symbol_renamings}) applies to the series task only; "
-                f"drop it for task {self.task!r}."
-            )
+        if not 0 <= self.max_unknown_token_share <= 1:
+            raise ValueError(f"`max_unknown_token_share` must be in [0, 1], got {self.max_unknown_token_share}.")
+        task.check_arguments(self)
+
+    @property
+    def task_spec(self) -> Task:
+        """The `Task` object of `task`."""
+        return get_task(self.task)
 
 
-def text_fields(args: DataArguments) -> tuple[TextField, TextField]:
-    """`(column, key)` of the source and the target text for the task."""
-    if args.task == "translation":
-        return ("translation", args.source_lang), ("translation", args.target_lang)
-    return ("expression", None), ("series", None)
-
-
-def load_raw_dataset(args: DataArguments) -> DatasetDict:
-    """Load the task's `DatasetDict` (train / validation / test)."""
-    if args.task == "translation":
-        dataset = load_translation_dataset(args.dataset, args.dataset_config)
-        languages = translation_languages(next(iter(dataset.values())))
-        for lang in (args.source_lang, args.target_lang):
-            if lang not in languages:
-                raise ValueError(f"Language '{lang}' is not in {args.dataset}; languages found: {languages}.")
-        return dataset
-    path = Path(args.dataset)
-    if not path.is_dir():
-        raise FileNotFoundError(
-            f"No series data set at {path}: build one with `python scripts/generate_series.py --output_dir {path}`."
-        )
-    dataset = load_from_disk(str(path))
-    for split, ds in dataset.items():
-        if not {"expression", "series"} <= set(ds.column_names):
-            raise ValueError(
-                f"Split '{split}' of {path} lacks the columns expression/series: {ds.column_names}."
-            )
-    return dataset
+def load_split_texts(args: DataArguments, split) -> tuple[list[str], list[str]]:
+    """Source and target texts of one split (a `Dataset`) of the task's raw data."""
+    texts = []
+    for column, key in args.task_spec.text_fields(args):
+        values = split[column]
+        texts.append([row[key] for row in values] if key is not None else list(values))
+    return texts[0], texts[1]
 
 
 def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> DatasetDict:
-    """Load, subsample (if asked) and tokenize the task's data; too-long pairs are dropped and counted."""
-    raw = load_raw_dataset(args)
-    # Read before `max_eval_examples` cuts the held-out splits: no renaming may equal any of their expressions.
-    held_out = held_out_expressions(raw) if args.symbol_renamings else set()
+    """Load, subsample (if asked), augment (if asked) and tokenize the task's data; too-long pairs are dropped
+    and counted, and a tokenizer that does not fit the data is refused (`check_tokenizer_fits`)."""
+    task = args.task_spec
+    raw = task.load_raw(args)
+    held_out = task.held_out_data(raw, args)  # before `max_eval_examples` cuts the held-out splits
     for split, limit in (
         ("train", args.max_train_examples),
         ("validation", args.max_eval_examples),
@@ -117,60 +282,61 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     ):
         if limit is not None and split in raw and raw[split].num_rows > limit:
             raw[split] = raw[split].select(range(limit))
-    if args.symbol_renamings and "train" in raw:
-        raw["train"] = add_symbol_renamings(raw["train"], args.symbol_renamings, held_out)
-    source, target = text_fields(args)
-    tokenized, counts = tokenize_pairs(
+    raw = task.add_training_data(raw, held_out, args)
+    source, target = task.text_fields(args)
+    tokenized, _ = tokenize_pairs(
         raw, tokenizer, source, target, args.max_source_length, args.max_target_length, num_proc=args.num_proc
     )
-    for split, count in counts.items():
-        logger.info("%s: %d pairs (%d dropped as too long)", split, count["kept"], count["dropped"])
+    fitted = tokenized.get("train", next(iter(tokenized.values())))
+    check_tokenizer_fits(fitted, tokenizer, args)
     return tokenized
 
 
-def held_out_expressions(raw: DatasetDict) -> set[str]:
-    """Every expression of the splits other than train (validation and test, whole)."""
-    return {e for split, ds in raw.items() if split != "train" for e in ds["expression"]}
+# Above this share of unknown tokens a warning says the tokenizer may not fit; `max_unknown_token_share` refuses.
+UNKNOWN_SHARE_WARNING = 0.01
+# A BPE vocabulary this much larger than an alphabet should merge: fewer characters per token than this means
+# its merges do not apply to the data (a tokenizer trained on other text splits it almost character by character).
+MIN_CHARS_PER_TOKEN = 1.5
+_CHECKED_ROWS = 10_000
 
 
-def add_symbol_renamings(train: Dataset, per_example: int, held_out: set[str], seed: int = 0) -> Dataset:
-    """The training split followed by up to `per_example` order-preserving symbol renamings of each of its
-    pairs (`symbol_renamings_of_pairs`), none of which is in `held_out` (pass `held_out_expressions(raw)`
-    of the whole data set, before any split is cut down)."""
-    from .data.series import symbol_renamings_of_pairs
-
-    expressions, series = symbol_renamings_of_pairs(
-        train["expression"], train["series"], per_example, seed=seed, exclude=held_out
+def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase, args: DataArguments) -> dict:
+    """Refuse a tokenizer whose unknown token covers more than `args.max_unknown_token_share` of the tokens of
+    (the first 10,000 pairs of) a tokenized split, and warn at a smaller share or when a vocabulary of hundreds
+    of tokens spends a token per character. Returns the measured `unknown_share` and `chars_per_token`."""
+    rows = tokenized.select(range(min(_CHECKED_ROWS, tokenized.num_rows)))
+    sequences = [*rows["input_ids"], *rows["labels"]]
+    num_tokens = sum(len(ids) for ids in sequences)
+    if num_tokens == 0:
+        return {"unknown_share": 0.0, "chars_per_token": float("inf")}
+    unknown = 0 if tokenizer.unk_token_id is None else sum(ids.count(tokenizer.unk_token_id) for ids in sequences)
+    share = unknown / num_tokens
+    # Characters per token, special tokens (one </s> per sequence) aside.
+    chars = sum(len(text) for text in tokenizer.batch_decode(sequences, skip_special_tokens=True))
+    chars_per_token = chars / max(1, num_tokens - len(sequences))
+    fix = (
+        f"Train a tokenizer on this data (`python scripts/train_tokenizer.py --task {args.task} --dataset_dir "
+        f"<data> --output_dir <folder>`) and pass it with --tokenizer"
     )
-    renamed = Dataset.from_dict({"expression": expressions, "series": series})
-    logger.info(
-        "train: %d pairs + %d symbol renamings (up to %d each)", train.num_rows, renamed.num_rows, per_example
-    )
-    return concatenate_datasets([train.select_columns(["expression", "series"]), renamed])
-
-
-def load_task_metric(task: str):
-    from .metrics import load_series_metric, load_translation_metric
-
-    return load_translation_metric() if task == "translation" else load_series_metric()
-
-
-def best_metric_name(task: str) -> str:
-    """The number that picks the best checkpoint (`metric_for_best_model`; higher is better)."""
-    return "bleu" if task == "translation" else "exact_match"
-
-
-def score(task: str, metric, predictions: list[str], references: list[str]) -> dict[str, float]:
-    """Run the task's metric and return flat numbers (plus signature strings for translation)."""
-    result = metric.compute(predictions=predictions, references=references)
-    if task == "translation":
-        return {
-            "bleu": result["score"],
-            "chrf": result["chrf"],
-            "bleu_signature": result["signature"],
-            "chrf_signature": result["chrf_signature"],
-        }
-    return dict(result)
+    where = f"of the tokens of {rows.num_rows} pairs of {args.dataset} tokenized with {args.tokenizer}"
+    if share > args.max_unknown_token_share:
+        raise ValueError(
+            f"{share:.1%} {where} are the unknown token {tokenizer.unk_token!r}, more than "
+            f"max_unknown_token_share={args.max_unknown_token_share}: the tokenizer does not fit the data. {fix}."
+        )
+    if share > UNKNOWN_SHARE_WARNING:
+        logger.warning("%.1f%% %s are the unknown token %r. %s.", 100 * share, where, tokenizer.unk_token, fix)
+    if len(tokenizer) > 200 and chars_per_token < MIN_CHARS_PER_TOKEN:
+        logger.warning(
+            "The %d-token vocabulary of %s spends a token per %.2f characters of %s: its merges do not apply, so "
+            "it was probably trained on other data. %s.",
+            len(tokenizer),
+            args.tokenizer,
+            chars_per_token,
+            args.dataset,
+            fix,
+        )
+    return {"unknown_share": share, "chars_per_token": chars_per_token}
 
 
 def decode_for_metrics(tokenizer: PreTrainedTokenizerBase, token_ids) -> list[str]:
@@ -179,15 +345,20 @@ def decode_for_metrics(tokenizer: PreTrainedTokenizerBase, token_ids) -> list[st
     return [text.strip() for text in tokenizer.batch_decode(token_ids, skip_special_tokens=True)]
 
 
-def make_compute_metrics(task: str, tokenizer: PreTrainedTokenizerBase):
-    """`compute_metrics` for `Seq2SeqTrainer(predict_with_generate=True)`."""
-    metric = load_task_metric(task)
+def make_compute_metrics(task: Task, tokenizer: PreTrainedTokenizerBase):
+    """`compute_metrics` for `Seq2SeqTrainer(predict_with_generate=True)`: the task's numbers, no strings."""
+    task = get_task(task) if isinstance(task, str) else task  # TEMPORARY
+    metric = task.load_metric()
 
     def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
         predictions = decode_for_metrics(tokenizer, prediction.predictions)
         references = decode_for_metrics(tokenizer, prediction.label_ids)
-        return {
-            k: v for k, v in score(task, metric, predictions, references).items() if not isinstance(v, str)
-        }
+        scores = task.score(metric, predictions, references)
+        return {k: v for k, v in scores.items() if not isinstance(v, str)}
 
     return compute_metrics
+
+
+
+def best_metric_name(task: str) -> str:  # TEMPORARY shim until training.py asks the task object
+    return get_task(task).best_metric

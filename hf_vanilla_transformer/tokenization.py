@@ -30,6 +30,7 @@ from tokenizers.trainers import BpeTrainer
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from .data.translation import iter_text_lines
+from .series.grammar import DIGIT_SPLIT_PATTERN, FUNCTIONS, SPLIT_PATTERN
 
 logger = logging.getLogger(__name__)
 
@@ -45,26 +46,6 @@ DEFAULT_MODEL_MAX_LENGTH = 1024
 # SentencePiece's word-boundary marker: "▁Hund" is "Hund" at the start of a word.
 METASPACE = "\u2581"
 
-# Series expansion grammar. Multi-letter names are pre-tokenized on their own and registered as added
-# tokens, so they are always one token, never split ("si" + "nh") and never merged with their neighbours.
-SERIES_FUNCTION_NAMES = ("exp", "sin", "cos", "tan", "sinh", "cosh", "tanh")
-# Pre-tokenizer for series: isolate multi-letter names, binary "+"/"-" with their spaces (sympy prints
-# " + " and " - " between terms, unary minus without spaces), any other whitespace, and the integers of
-# coefficients: a denominator with its slash ("/15") and any other integer not written as an exponent
-# ("**2" stays with its monomial). What is left -- a monomial such as "*a**2*x**2", or "x**3*(-" -- is
-# a chunk inside which BPE may merge freely. So a term "64*a**5*x**5/15" is "64", "*a**5*x**5", "/15":
-# the coefficient the model has to compute is never fused with the monomial it multiplies (the
-# previous split, without the integers, gave pieces such as "9*g" and "**4/8)"). Measured with vocabulary
-# 1000 on the first 400 validation targets of `scripts/generate_series.py --num_examples 50000`
-# (~125 characters each): ~34.5 tokens per target, against ~28.1 without isolating integers, ~56 with
-# every integer (exponents too) isolated, and ~124 character-level.
-SERIES_SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/\d+|(?<![*/\d])\d+"
-# The same split with integers written digit by digit, as Lample & Charton (2020) write theirs: every
-# digit of an integer that is not an exponent is its own chunk ("**12" stays whole: a digit after a digit
-# is split off only if that run did not start after "*"), and so is a denominator's slash ("/15" -> "/",
-# "1", "5"). The model then sees 945 as 9, 4, 5 instead of one opaque symbol it must learn by itself. Same
-# measurement as above: ~43.5 tokens per target (+25 %).
-SERIES_DIGIT_SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/(?=\d)|(?<![*\d])\d|(?<=\d)(?<!\*\d)\d"
 # Printable ASCII (letters, digits, punctuation, whitespace) is always in the series alphabet, so every
 # ASCII expression round-trips exactly, even with a character the training corpus lacked.
 SERIES_ALPHABET = tuple(string.printable)
@@ -250,7 +231,7 @@ def train_series_tokenizer(
     vocab_size: int = 1000,
     *,
     min_frequency: int = 2,
-    function_names: Sequence[str] = SERIES_FUNCTION_NAMES,
+    function_names: Sequence[str] = FUNCTIONS,
     integer_digits: bool = False,
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     show_progress: bool = True,
@@ -261,7 +242,7 @@ def train_series_tokenizer(
 
     Decoding is exact: `decode(encode(s), skip_special_tokens=True) == s` for every printable-ASCII
     string (no normaliser, and a decoder that only concatenates tokens); other characters become `<unk>`.
-    Merges stay inside the chunks of `SERIES_SPLIT_PATTERN` (a monomial such as `*a**2*x**2`, a numerator
+    Merges stay inside the chunks of `series.grammar.SPLIT_PATTERN` (a monomial such as `*a**2*x**2`, a numerator
     `64`, a denominator `/15`), and each of `function_names` is always a single token.
 
     Args:
@@ -271,13 +252,13 @@ def train_series_tokenizer(
             100 printable ASCII characters). Around 1000 suits series of order 6.
         min_frequency: a pair of tokens seen fewer times is never merged.
         function_names: names that must stay whole; added as tokens if BPE did not learn them.
-        integer_digits: split integers into digits (`SERIES_DIGIT_SPLIT_PATTERN`) instead of letting BPE
-            learn whole integers (`SERIES_SPLIT_PATTERN`).
+        integer_digits: split integers into digits (`series.grammar.DIGIT_SPLIT_PATTERN`) instead of letting BPE
+            learn whole integers (`SPLIT_PATTERN`).
         model_max_length, show_progress, output_dir: as in `train_translation_tokenizer`.
     """
     _check_vocab_size(vocab_size, alphabet_size=len(SERIES_ALPHABET))
     tokenizer = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
-    split_pattern = SERIES_DIGIT_SPLIT_PATTERN if integer_digits else SERIES_SPLIT_PATTERN
+    split_pattern = DIGIT_SPLIT_PATTERN if integer_digits else SPLIT_PATTERN
     tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(split_pattern), behavior="isolated")
     tokenizer.decoder = decoders.Fuse()  # concatenate: no space is added or removed
     trainer = _bpe_trainer(vocab_size, min_frequency, SERIES_ALPHABET, show_progress)
@@ -339,10 +320,7 @@ __all__ = [
     "EOS_TOKEN_ID",
     "PAD_TOKEN",
     "PAD_TOKEN_ID",
-    "SERIES_FUNCTION_NAMES",
     "SERIES_ALPHABET",
-    "SERIES_DIGIT_SPLIT_PATTERN",
-    "SERIES_SPLIT_PATTERN",
     "SPECIAL_TOKENS",
     "TRANSLATION_ALPHABET",
     "UNK_TOKEN",

@@ -4,7 +4,7 @@
         --num_workers 2 --test_size 2000 --validation_size 1000 --timeout 2.0
 
 Writes a ``datasets.DatasetDict`` (columns ``expression``, ``series``) and ``summary.json`` to
-``--output_dir``. All logic lives in ``hf_vanilla_transformer.data.series``.
+``--output_dir``. All logic lives in ``hf_vanilla_transformer.series``.
 """
 
 import json
@@ -13,7 +13,7 @@ from dataclasses import asdict
 
 from transformers import HfArgumentParser
 
-from hf_vanilla_transformer.data.series import SeriesDataArguments, generate_series_dataset
+from hf_vanilla_transformer.series.dataset import SeriesDataArguments, generate_series_dataset
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -22,7 +22,8 @@ def main(argv: list[str] | None = None) -> dict:
         (args,) = parser.parse_args_into_dataclasses(args=argv)
     except ValueError as exc:  # raised by SeriesDataArguments.__post_init__; say it without a traceback
         parser.error(str(exc))
-    summary = generate_series_dataset(**asdict(args))
+    options = asdict(args)
+    summary = generate_series_dataset(options.pop("output_dir"), options.pop("num_examples"), **options)
     print(json.dumps({k: summary[k] for k in ("splits", "drops", "lengths_chars", "seconds")}, indent=2))
     print(f"Saved to {args.output_dir}", file=sys.stderr)
     return summary

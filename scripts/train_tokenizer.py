@@ -24,21 +24,13 @@ from dataclasses import dataclass, field
 import datasets
 from transformers import HfArgumentParser
 
-from hf_vanilla_transformer.tokenization import (
-    DEFAULT_MODEL_MAX_LENGTH,
-    iter_dataset_texts,
-    sequence_length_report,
-    train_series_tokenizer,
-    train_translation_tokenizer,
-)
-
-# Which columns of a DatasetDict hold the training text for each task.
-COLUMNS = {"translation": ["translation"], "series": ["expression", "series"]}
+from hf_vanilla_transformer.tasks import TASKS, get_task
+from hf_vanilla_transformer.tokenization import DEFAULT_MODEL_MAX_LENGTH, iter_dataset_texts, sequence_length_report
 
 
 @dataclass
 class TokenizerArguments:
-    task: str = field(metadata={"help": "What the tokenizer is for.", "choices": ["translation", "series"]})
+    task: str = field(metadata={"help": "What the tokenizer is for.", "choices": list(TASKS)})
     output_dir: str = field(metadata={"help": "Folder to save the tokenizer to (save_pretrained)."})
     vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size, special tokens included."})
     dataset_dir: str | None = field(
@@ -59,43 +51,38 @@ class TokenizerArguments:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    (args,) = HfArgumentParser(TokenizerArguments).parse_args_into_dataclasses()
+    parser = HfArgumentParser(TokenizerArguments)
+    (args,) = parser.parse_args_into_dataclasses()
     if (args.dataset_dir is None) == (args.text_files is None):
-        raise SystemExit("Pass exactly one of --dataset_dir and --text_files.")
-    if args.integer_digits and args.task != "series":
-        raise SystemExit("--integer_digits applies to --task series only.")
+        parser.error("Pass exactly one of --dataset_dir and --text_files.")
+    task = get_task(args.task)
+    try:  # before loading any data
+        options = task.tokenizer_options(integer_digits=args.integer_digits)
+    except ValueError as error:
+        parser.error(str(error))
 
     validation = None
     if args.dataset_dir is not None:
         dataset_dict = datasets.load_from_disk(args.dataset_dir)
-        corpus = iter_dataset_texts(dataset_dict["train"], COLUMNS[args.task])
+        corpus = iter_dataset_texts(dataset_dict["train"], list(task.tokenizer_columns))
         validation = dataset_dict.get("validation")
     else:
         corpus = args.text_files
 
-    train = train_translation_tokenizer if args.task == "translation" else train_series_tokenizer
-    extra = {"integer_digits": True} if args.integer_digits else {}
     start = time.perf_counter()
-    tokenizer = train(
+    tokenizer = task.train_tokenizer(
         corpus,
         args.vocab_size,
         min_frequency=args.min_frequency,
         model_max_length=args.model_max_length,
         output_dir=args.output_dir,
-        **extra,
+        **options,
     )
     print(f"Trained a {len(tokenizer)}-token {args.task} tokenizer in {time.perf_counter() - start:.1f} s")
     print(f"Saved to {args.output_dir}")
 
     if validation is not None:
-        if args.task == "translation":
-            groups = {}
-            for pair in validation["translation"]:
-                for lang, text in pair.items():
-                    groups.setdefault(lang, []).append(text)
-        else:
-            groups = {column: validation[column] for column in COLUMNS["series"]}
-        for name, texts in groups.items():
+        for name, texts in task.tokenizer_check_texts(validation).items():
             report = sequence_length_report(tokenizer, texts)
             print(
                 f"validation {name}: {report['avg_tokens']:.1f} tokens per text on average "
@@ -103,10 +90,9 @@ def main() -> None:
                 f"({report['chars_per_token']:.2f} characters per token; </s> not counted)"
             )
 
-    if args.task == "series" and args.dataset_dir is not None:
-        # The series tokenizer must be lossless: decode(encode(s)) == s for every string of every split.
+    if task.lossless_tokenizer and args.dataset_dir is not None:
         for split, dataset in dataset_dict.items():
-            texts = [text for column in COLUMNS["series"] for text in dataset[column]]
+            texts = [text for column in task.tokenizer_columns for text in dataset[column]]
             decoded = tokenizer.batch_decode(tokenizer(texts)["input_ids"], skip_special_tokens=True)
             mismatches = sum(a != b for a, b in zip(texts, decoded, strict=True))
             print(f"{split}: decode(encode(s)) == s for {len(texts) - mismatches} of {len(texts)} strings")

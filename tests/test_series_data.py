@@ -1,4 +1,4 @@
-"""Tests of the Taylor-series data set (hf_vanilla_transformer/data/series.py).
+"""Tests of the Taylor-series data set and its grammar (hf_vanilla_transformer/series/).
 
 Correctness is checked against independent computations, not assumed: sympy's own ``series`` on a
 small sample, and a high-precision numeric check of the truncation error on a larger one.
@@ -17,24 +17,17 @@ import mpmath
 import pytest
 import sympy as sp
 
-from hf_vanilla_transformer.data.series import (
-    DROP_REASONS,
-    FUNCTIONS,
-    SeriesError,
-    default_split_sizes,
-    expression_to_series,
-    generate_examples,
-    generate_series_dataset,
-    iter_candidates,
+from hf_vanilla_transformer.series.dataset import default_split_sizes, generate_series_dataset, split_examples
+from hf_vanilla_transformer.series.equivalence import series_equivalent
+from hf_vanilla_transformer.series.expansion import DROP_REASONS, SeriesError, expression_to_series, taylor_series
+from hf_vanilla_transformer.series.grammar import FUNCTIONS, SeriesParseError, parse_expression, parse_series
+from hf_vanilla_transformer.series.renamings import (
     order_preserving_renamings,
-    parse_expression,
-    parse_series,
-    series_match,
-    split_examples,
     symbol_renaming_shape,
     symbol_renamings_of_pairs,
-    taylor_series,
 )
+from hf_vanilla_transformer.series.sampling import iter_candidates
+from hf_vanilla_transformer.series.workers import generate_examples
 
 X, *PARAMETERS = sp.symbols("x a b c d f g")
 H = "0.01"
@@ -378,16 +371,19 @@ def test_dataset_is_deterministic_and_splits_are_disjoint(tmp_path):
 # ------------------------------------------------------------------------------------------------
 
 
-def test_parse_series_round_trip_and_match(sample):
+def test_parse_series_round_trip_and_equivalence(sample):
     for _, target in sample[:30]:
-        assert series_match(target, target)
-        assert sp.O(X**6) in parse_series(target, keep_order=True).atoms(sp.Order)
+        parsed = parse_series(target)
+        assert series_equivalent(parsed, parse_series(target))
+        assert not parsed.atoms(sp.Order)  # the trailing O(x**6) is left out
     assert parse_series("1 + x*(a*c/g + 2*a) + O(x**6)") == 1 + X * (
         PARAMETERS[0] * PARAMETERS[2] / PARAMETERS[5] + 2 * PARAMETERS[0]
     )
-    assert series_match("x*(a + b)/(c - d) + O(x**6)", "-a*x/(d - c) - b*x/(d - c) + O(x**6)")
-    assert not series_match("a*x + O(x**6)", "b*x + O(x**6)")
-    assert not series_match("a*x + (", "a*x + O(x**6)")
+    same = parse_series("x*(a + b)/(c - d) + O(x**6)"), parse_series("-a*x/(d - c) - b*x/(d - c) + O(x**6)")
+    assert series_equivalent(*same)
+    assert not series_equivalent(parse_series("a*x + O(x**6)"), parse_series("b*x + O(x**6)"))
+    for source, _ in sample[:30]:
+        assert parse_expression(source).has(X)
 
 
 @pytest.mark.parametrize(
@@ -405,8 +401,15 @@ def test_parse_series_round_trip_and_match(sample):
     ],
 )
 def test_parse_series_rejects_unsafe_or_malformed_text(text):
-    with pytest.raises(ValueError):
+    with pytest.raises(SeriesParseError):
         parse_series(text)
+
+
+def test_the_generator_refuses_an_expression_outside_the_grammar():
+    outcome = expression_to_series("sin(a*x) + __import__*x")
+    assert outcome.status == "error" and "unknown name '__import__'" in outcome.text
+    outcome = expression_to_series("sin(a*x) + open('f')")
+    assert outcome.status == "error" and "unexpected character" in outcome.text
 
 
 def test_default_split_sizes_scale_down_for_small_sets():

@@ -12,12 +12,11 @@ from tokenizers import Tokenizer, models
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
 from hf_vanilla_transformer.data.translation import iter_text_lines
+from hf_vanilla_transformer.series.grammar import DIGIT_SPLIT_PATTERN, FUNCTIONS
 from hf_vanilla_transformer.tokenization import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
     PAD_TOKEN_ID,
-    SERIES_DIGIT_SPLIT_PATTERN,
-    SERIES_FUNCTION_NAMES,
     SPECIAL_TOKENS,
     UNK_TOKEN_ID,
     iter_dataset_texts,
@@ -186,7 +185,7 @@ def test_series_round_trip_is_exact(series_tokenizer, text):
 
 
 def test_series_function_names_are_single_tokens(series_tokenizer):
-    for name in SERIES_FUNCTION_NAMES:  # "cosh" included, which the training corpus lacks
+    for name in FUNCTIONS:  # "cosh" included, which the training corpus lacks
         assert name in series_tokenizer.tokenize(f"2*{name}(a*x)")
     assert series_tokenizer.tokenize("sinh(x)")[0] == "sinh"  # the longest name wins over "sin"
 
@@ -198,7 +197,7 @@ def test_series_merges_stay_inside_terms(series_tokenizer):
         # ...but never across a binary " + "/" - " or a function name.
         assert " + " not in token or token == " + "
         assert " - " not in token or token == " - "
-        assert not any(name in token for name in SERIES_FUNCTION_NAMES) or token in SERIES_FUNCTION_NAMES
+        assert not any(name in token for name in FUNCTIONS) or token in FUNCTIONS
 
 
 def test_series_coefficients_are_never_fused_with_their_monomial(series_tokenizer):
@@ -307,7 +306,7 @@ def test_series_round_trip_on_a_whole_generated_data_set(tmp_path):
     same check on the 50,000-example set)."""
     from datasets import load_from_disk
 
-    from hf_vanilla_transformer.data.series import generate_series_dataset
+    from hf_vanilla_transformer.series.dataset import generate_series_dataset
 
     generate_series_dataset(tmp_path / "data", 300, seed=5, test_size=60, validation_size=30, progress=False)
     data = load_from_disk(str(tmp_path / "data"))
@@ -329,9 +328,9 @@ def test_train_tokenizer_script_integer_digits(tmp_path):
     common = [sys.executable, str(script), "--vocab_size", "200", "--text_files", str(corpus), "--integer_digits"]
     subprocess.run([*common, "--task", "series", "--output_dir", str(tmp_path / "tok")], check=True, capture_output=True)
     saved = json.loads((tmp_path / "tok" / "tokenizer.json").read_text())
-    assert saved["pre_tokenizer"]["pattern"]["Regex"] == SERIES_DIGIT_SPLIT_PATTERN
+    assert saved["pre_tokenizer"]["pattern"]["Regex"] == DIGIT_SPLIT_PATTERN
     refused = subprocess.run(
         [*common, "--task", "translation", "--output_dir", str(tmp_path / "no")], capture_output=True, text=True
     )
-    assert refused.returncode != 0 and "--integer_digits applies to --task series only" in refused.stderr
+    assert refused.returncode != 0 and "`integer_digits` applies to the series task only" in refused.stderr
     assert not (tmp_path / "no").exists()

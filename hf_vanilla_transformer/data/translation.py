@@ -25,6 +25,7 @@ import datasets
 from datasets import Dataset, DatasetDict, Features, Translation
 from transformers import PreTrainedTokenizerBase
 
+from ..hub import is_local_path
 from .preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
 
 logger = logging.getLogger(__name__)
@@ -201,9 +202,7 @@ def load_translation_dataset(
             "files. For plain-text parallel files use `load_parallel_text`."
         )
     name = str(name_or_path)
-    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
-        # A file, or a path that does not exist (Hub ids are `name` or `owner/name`): fail here rather than
-        # with a confusing error from the Hub.
+    if is_local_path(name):  # fail here rather than with a confusing error from the Hub
         raise FileNotFoundError(
             f"'{name}' is not a dataset folder. Pass a folder written by `save_to_disk`, a folder of parquet "
             "files, or a Hub dataset id such as 'wmt14'."

@@ -13,14 +13,13 @@ path, which evaluate resolves locally, from a source checkout or from an install
 >>> metric.compute(predictions=["A dog runs."], references=["A dog runs."])["score"]  # doctest: +ELLIPSIS
 100.0...
 
-evaluate copies each script (and the sibling files it imports) into its own cache and imports it
-from there, which is why those files import nothing from this package. The folders are also
-ordinary subpackages, so ``series_metrics.series_equivalence`` (safe series parsing, sympy
-comparison with a time limit) can be imported directly.
+evaluate copies each script into its own cache and imports it from there; the scripts import what they
+share (the series grammar and comparison, `binomial_standard_error`) from the installed package.
 """
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +34,17 @@ TRANSLATION_METRIC_PATH: str = str(_METRICS_DIR / "translation_metrics" / "trans
 
 SERIES_METRIC_PATH: str = str(_METRICS_DIR / "series_metrics" / "series_metrics.py")
 """Absolute path of the series exact/symbolic match module script; ``evaluate.load(SERIES_METRIC_PATH)``."""
+
+
+def binomial_standard_error(proportion: float, n: int) -> float:
+    """Standard error sqrt(p (1 - p) / n) of a proportion p measured on n independent examples.
+
+    >>> round(binomial_standard_error(0.868, 400), 3)  # accuracy 0.868 on 400 examples: ± 0.017
+    0.017
+    """
+    if n <= 0:
+        raise ValueError(f"a standard error needs at least one example, got n={n}")
+    return math.sqrt(proportion * (1.0 - proportion) / n)
 
 
 def _load_local_module(path: str, **load_kwargs: Any) -> evaluate.EvaluationModule:
@@ -72,4 +82,10 @@ def load_series_metric(**load_kwargs: Any) -> evaluate.EvaluationModule:
     return _load_local_module(SERIES_METRIC_PATH, **load_kwargs)
 
 
-__all__ = ["SERIES_METRIC_PATH", "TRANSLATION_METRIC_PATH", "load_series_metric", "load_translation_metric"]
+__all__ = [
+    "SERIES_METRIC_PATH",
+    "TRANSLATION_METRIC_PATH",
+    "binomial_standard_error",
+    "load_series_metric",
+    "load_translation_metric",
+]

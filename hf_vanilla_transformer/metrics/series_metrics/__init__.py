@@ -1,4 +1,1 @@
-"""evaluate module folder; load it with ``hf_vanilla_transformer.metrics.load_series_metric()``.
-
-A package too, so that ``series_equivalence`` can be imported directly and doctests run.
-"""
+"""evaluate module folder; load it with `hf_vanilla_transformer.metrics.load_series_metric()`."""

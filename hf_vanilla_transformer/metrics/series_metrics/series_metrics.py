@@ -7,17 +7,15 @@ Load it by path (nothing is downloaded)::
     metric = load_series_metric()
     metric.compute(predictions=["x + O(x**6)"], references=["x + O(x**6)"], timeout=5.0)
 
-evaluate copies this file and ``series_equivalence.py`` (imported below, so evaluate copies it
-too) into its module cache and imports them from there, so both may import only evaluate,
-datasets, sympy and the standard library.
+evaluate copies this file into its module cache and imports it from there; the parsing and the comparison
+come from the installed package (`hf_vanilla_transformer.series`), the one home of the series grammar.
 """
-
-import math
 
 import datasets
 import evaluate
 
-from .series_equivalence import EquivalenceChecker
+from hf_vanilla_transformer.metrics import binomial_standard_error
+from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 
 _DESCRIPTION = """\
 Scores predicted truncated Taylor series such as
@@ -35,7 +33,8 @@ references, four ways:
   miss a term, add one, or do not parse.
 
 Each rate comes with its binomial standard error sqrt(p (1 - p) / n). Parsing never evaluates
-arbitrary text: only the allowed symbols and functions, decimal numbers and + - * / ** ( ) pass.
+arbitrary text: only the symbols a, b, c, d, f, g, x, integers and + - * / ** ( ) pass, with a trailing
+`+ O(x**k)`.
 """
 
 _KWARGS_DESCRIPTION = """
@@ -66,17 +65,6 @@ Examples:
     >>> metric.compute(predictions=["3*a*x + O(x**6)"], references=["2*a*x + O(x**6)"])["term_match"]
     1.0
 """
-
-
-def binomial_standard_error(proportion: float, n: int) -> float:
-    """Standard error sqrt(p (1 - p) / n) of a proportion p measured on n independent examples.
-
-    >>> round(binomial_standard_error(0.868, 400), 3)  # accuracy 0.868 on 400 examples: ± 0.017
-    0.017
-    """
-    if n <= 0:
-        raise ValueError(f"a standard error needs at least one example, got n={n}")
-    return math.sqrt(proportion * (1.0 - proportion) / n)
 
 
 @evaluate.utils.file_utils.add_start_docstrings(_DESCRIPTION, _KWARGS_DESCRIPTION)

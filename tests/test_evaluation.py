@@ -1,0 +1,73 @@
+"""Evaluation: decoding settings per task, the series report breakdowns, and bad model locations."""
+
+from hf_vanilla_transformer.tasks import TASKS
+
+def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model):
+    """The translation default (source length + 50, §6.1) would cut series, which are ~3x longer than their
+    expressions (in the 50k test split: targets up to 248 tokens, sources at most 16)."""
+    from hf_vanilla_transformer.evaluation import EvaluationArguments, generation_settings
+
+    config = tiny_model.generation_config
+    series = generation_settings(EvaluationArguments(), TASKS["series"], config)
+    translation = generation_settings(EvaluationArguments(), TASKS["translation"], config)
+    assert series["max_new_tokens"] == config.max_length == 256
+    assert translation["max_new_tokens"] is None  # generate_texts applies source length + 50 per batch
+    chosen = generation_settings(EvaluationArguments(num_beams=1, max_new_tokens=7), TASKS["series"], config)
+    assert (chosen["num_beams"], chosen["max_new_tokens"], chosen["length_penalty"]) == (1, 7, 0.6)
+
+
+def test_series_exact_match_breaks_down_by_reference_length():
+    from hf_vanilla_transformer.series.reports import exact_match_by_reference_length
+
+    short, long = "x + O(x**6)", "x" * 120
+    predictions = [short, "wrong", short, long]
+    references = [short, short, short, long]
+    bins = exact_match_by_reference_length(predictions, references, edges=(0, 50, 100, 200))
+    assert [b["reference_chars"] for b in bins] == ["0-49", "100-199"]  # the empty 50-99 bin is left out
+    assert (bins[0]["n"], bins[0]["exact_match"]) == (3, 2 / 3)
+    assert abs(bins[0]["exact_match_stderr"] - ((2 / 3) * (1 / 3) / 3) ** 0.5) < 1e-12
+    assert (bins[1]["n"], bins[1]["exact_match"], bins[1]["exact_match_stderr"]) == (1, 1.0, 0.0)
+
+
+def test_series_exact_match_breaks_down_by_largest_integer():
+    """Digits of the largest numerator or denominator; exponents ("x**12", "O(x**6)") do not count."""
+    from hf_vanilla_transformer.series.reports import exact_match_by_largest_integer
+
+    references = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "-x/2 + O(x**6)", "945*a*x**3/4 + O(x**6)", "123456*x"]
+    predictions = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "wrong", "945*a*x**3/4 + O(x**6)", "wrong"]
+    rows = exact_match_by_largest_integer(predictions, references, digit_groups=(1, 2, 3, 4))
+    assert [(r["largest_integer_digits"], r["n"], r["exact_match"]) for r in rows] == [
+        ("1", 2, 0.5),  # the first has no coefficient integer at all
+        ("2", 1, 1.0),
+        ("3", 1, 1.0),
+        ("4+", 1, 0.0),
+    ]
+
+
+def test_series_exact_match_breaks_down_by_number_of_terms():
+    """Terms are function calls of the source, a power of one counting once; groups come fewest first."""
+    from hf_vanilla_transformer.series.reports import exact_match_by_term_count
+
+    sources = ["sin(a*x)*cos(b*x) + exp(c*x)", "exp(c*x)**3", "tan(a*x)/tanh(2*b*x)", "sinh(-d*x)*cosh(f*x)"]
+    predictions = ["p", "q", "wrong", "r"]
+    references = ["p", "q", "s", "r"]
+    rows = exact_match_by_term_count(sources, predictions, references)
+    assert [(r["terms"], r["n"], r["exact_match"]) for r in rows] == [("1", 1, 1.0), ("2", 2, 0.5), ("3", 1, 1.0)]
+    assert abs(rows[1]["exact_match_stderr"] - (0.25 / 2) ** 0.5) < 1e-12
+
+
+def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
+    """A test expression that is a training expression with its symbols renamed is counted apart."""
+    from hf_vanilla_transformer.series.reports import exact_match_by_train_overlap
+
+    train = ["sin(a*x)*cos(b*x)", "tan(c*x)"]
+    sources = ["sin(g*x)*cos(d*x)", "sin(a*x)*cos(a*x)", "tanh(c*x)", "tan(f*x)"]
+    predictions = ["p", "wrong", "q", "wrong"]
+    references = ["p", "r", "q", "s"]
+    rows = exact_match_by_train_overlap(sources, predictions, references, train)
+    assert [(r["expression"], r["n"], r["exact_match"]) for r in rows] == [
+        ("renaming of a training expression", 2, 0.5),
+        ("new", 2, 0.5),
+    ]
+    only_new = exact_match_by_train_overlap(["exp(a*x)"], ["p"], ["p"], train)
+    assert [(r["expression"], r["n"], r["exact_match_stderr"]) for r in only_new] == [("new", 1, 0.0)]

@@ -1,0 +1,123 @@
+"""The task objects: what differs between translation and series, the data checks done before training, and
+where a model is looked for."""
+
+import logging
+from pathlib import Path
+
+import pytest
+from datasets import Dataset, DatasetDict
+
+from hf_vanilla_transformer.data.translation import load_parallel_text
+from hf_vanilla_transformer.evaluation import EvaluationArguments, evaluate_model
+from hf_vanilla_transformer.series.sampling import iter_candidates
+from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
+from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
+
+FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
+
+
+@pytest.fixture(scope="module")
+def multi30k(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("multi30k") / "data"
+    load_parallel_text(FIXTURE, "de", "en").save_to_disk(folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def series_tokenizer_dir(tmp_path_factory) -> Path:
+    """A series BPE tokenizer as the recipes train it: on expressions (and series) only."""
+    folder = tmp_path_factory.mktemp("series-tokenizer")
+    expressions = [next(stream) for stream in [iter_candidates(0)] for _ in range(2000)]
+    train_series_tokenizer(iter(expressions), vocab_size=300, show_progress=False, output_dir=folder)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def translation_tokenizer_dir(tmp_path_factory) -> Path:
+    folder = tmp_path_factory.mktemp("translation-tokenizer")
+    train_translation_tokenizer(
+        [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"], vocab_size=400, show_progress=False, output_dir=folder
+    )
+    return folder
+
+
+def test_each_task_names_its_columns_metric_and_defaults():
+    translation, series = TASKS["translation"], TASKS["series"]
+    args = DataArguments(task="translation", source_lang="en", target_lang="de")
+    assert translation.text_fields(args) == (("translation", "en"), ("translation", "de"))
+    assert series.text_fields(args) == (("expression", None), ("series", None))
+    assert (translation.best_metric, series.best_metric) == ("bleu", "exact_match")
+    assert (translation.output_length_from_config, series.output_length_from_config) == (False, True)
+    assert series.row_formats and not translation.row_formats
+    assert series.tokenizer_options(integer_digits=True) == {"integer_digits": True}
+    with pytest.raises(ValueError, match="series task only"):
+        translation.tokenizer_options(integer_digits=True)
+
+
+def test_unknown_task_and_misplaced_options_are_refused():
+    with pytest.raises(ValueError, match="Unknown task 'summarization'; expected one of translation, series"):
+        get_task("summarization")
+    with pytest.raises(ValueError, match="Unknown task"):
+        DataArguments(task="summarization")
+    with pytest.raises(ValueError, match="series task only"):
+        DataArguments(task="translation", symbol_renamings=2)
+    with pytest.raises(ValueError, match=r"max_unknown_token_share.*\[0, 1\]"):
+        DataArguments(max_unknown_token_share=1.5)
+
+
+def _translation_args(data: Path, tokenizer: Path, **overrides) -> DataArguments:
+    options = dict(task="translation", dataset=str(data), tokenizer=str(tokenizer), max_source_length=128,
+                   max_target_length=128)  # fmt: skip
+    return DataArguments(**{**options, **overrides})
+
+
+def test_a_fitting_tokenizer_trains_without_a_word(multi30k, translation_tokenizer_dir, caplog):
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(translation_tokenizer_dir)
+    with caplog.at_level(logging.WARNING, logger="hf_vanilla_transformer.tasks"):
+        tokenized = prepare_dataset(_translation_args(multi30k, translation_tokenizer_dir), tokenizer)
+    assert tokenized["train"].num_rows > 0
+    assert not [r for r in caplog.records if r.name == "hf_vanilla_transformer.tasks"]
+
+
+def test_a_tokenizer_for_other_data_is_caught_before_training(multi30k, series_tokenizer_dir, caplog):
+    """The series tokenizer on German and English: umlauts become <unk> and its merges do not apply, so every
+    sentence is spelled out character by character."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(series_tokenizer_dir)
+    args = _translation_args(multi30k, series_tokenizer_dir, max_unknown_token_share=0.001)
+    with pytest.raises(ValueError) as refused:
+        prepare_dataset(args, tokenizer)
+    message = str(refused.value)
+    assert "are the unknown token '<unk>'" in message and str(series_tokenizer_dir) in message
+    assert "max_unknown_token_share=0.001" in message and "scripts/train_tokenizer.py --task translation" in message
+
+    with caplog.at_level(logging.WARNING, logger="hf_vanilla_transformer.tasks"):
+        prepare_dataset(_translation_args(multi30k, series_tokenizer_dir, max_unknown_token_share=1.0), tokenizer)
+    warnings = " ".join(r.getMessage() for r in caplog.records if r.name == "hf_vanilla_transformer.tasks")
+    assert "its merges do not apply" in warnings and str(series_tokenizer_dir) in warnings
+
+
+def test_unknown_tokens_above_the_share_are_refused(tmp_path, translation_tokenizer_dir):
+    """A corpus in a script the tokenizer never saw: nearly every token is <unk>."""
+    from transformers import AutoTokenizer
+
+    greek = {"translation": [{"de": "Ένας σκύλος τρέχει", "en": "Ένας σκύλος τρέχει"}] * 20}
+    DatasetDict(train=Dataset.from_dict(greek)).save_to_disk(tmp_path / "data")
+    tokenizer = AutoTokenizer.from_pretrained(translation_tokenizer_dir)
+    with pytest.raises(ValueError, match=r"\d+\.\d% of the tokens of 20 pairs .* are the unknown token"):
+        prepare_dataset(_translation_args(tmp_path / "data", translation_tokenizer_dir), tokenizer)
+
+
+@pytest.mark.parametrize("location", ["/nonexistent", "./outputs/nothing-here", "a/b/c"])
+def test_evaluating_a_missing_model_folder_says_so(location, multi30k):
+    args = _translation_args(multi30k, "unused")
+    with pytest.raises(FileNotFoundError, match=f"No model folder at {location}"):
+        evaluate_model(EvaluationArguments(model=location), args)
+
+
+def test_evaluating_a_folder_that_is_not_a_model_says_so(tmp_path, multi30k):
+    with pytest.raises(FileNotFoundError, match="without config.json"):
+        evaluate_model(EvaluationArguments(model=str(tmp_path)), _translation_args(multi30k, "unused"))

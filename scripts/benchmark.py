@@ -1,10 +1,11 @@
-"""Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one run;
-prints a table of our/Marian ratios and writes JSON. See `hf_vanilla_transformer.benchmarking`.
+"""Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one
+run; prints a table of our/Marian ratios and writes JSON. The measurements live in `benchmarks/harness.py`.
 
-    python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --compile --output outputs/benchmark.json
+    python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --compile  # outputs/benchmark.json
 
 --profile S prints torch.profiler tables (operators by self CPU time, with the share in matrix products) of a
-training step and of greedy decoding at batch 1 and 32 for both models at that shape, instead of the benchmark.
+training step and of greedy decoding at batch 1 and 32 for both models at that shape, instead of the
+benchmark.
 --ctranslate2 also exports our model to CTranslate2 (float32 and int8) and times it on the same decoding tasks
 in a separate process that does not load torch (needs `pip install ctranslate2`), with CTranslate2's default
 GEMM library and with MKL.
@@ -17,9 +18,9 @@ import argparse
 import json
 from pathlib import Path
 
+# benchmarks/ sits beside this script, and a script's folder is on sys.path.
+from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
 from transformers.utils import logging as hf_logging
-
-from hf_vanilla_transformer.benchmarking import SHAPES, format_markdown, profile_shape, run_benchmark
 
 
 def main() -> None:
@@ -28,14 +29,22 @@ def main() -> None:
     )
     parser.add_argument("--shapes", nargs="+", default=["S", "base"], choices=sorted(SHAPES))
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
-    parser.add_argument("--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2.")
     parser.add_argument(
-        "--compile", action="store_true", help="Also time greedy generate() with a static cache + torch.compile."
+        "--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2."
     )
-    parser.add_argument("--profile", choices=sorted(SHAPES), help="Profile one shape instead of benchmarking.")
+    parser.add_argument(
+        "--compile",
+        action="store_true",
+        help="Also time greedy generate() with a static cache + torch.compile.",
+    )
+    parser.add_argument(
+        "--profile", choices=sorted(SHAPES), help="Profile one shape instead of benchmarking."
+    )
     parser.add_argument("--output", default="outputs/benchmark.json")
     parser.add_argument(
-        "--markdown_from", metavar="JSON", help="Print the README's tables from an earlier run's JSON and stop."
+        "--markdown_from",
+        metavar="JSON",
+        help="Print the README's tables from an earlier run's JSON and stop.",
     )
     args = parser.parse_args()
     if args.markdown_from:
@@ -44,7 +53,8 @@ def main() -> None:
         except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
             parser.error(f"--markdown_from {args.markdown_from}: {error}")
         return
-    hf_logging.set_verbosity_error()  # generate() warns on every call that max_new_tokens overrides max_length
+    # generate() warns on every call that max_new_tokens overrides max_length.
+    hf_logging.set_verbosity_error()
     if args.profile:
         print(profile_shape(args.profile))
         return

@@ -1,21 +1,24 @@
-"""The benchmark runs and reports every figure (it is a script, not a timed test: no speed is asserted)."""
+"""The benchmark (`scripts/benchmark.py` over `scripts/benchmarks/harness.py`) runs and reports every figure
+(it is a script, not a timed test: no speed is asserted)."""
 
 import torch
-from transformers import CompileConfig
-
-from hf_vanilla_transformer.benchmarking import (
+from benchmarks import harness  # scripts/benchmarks/ (see conftest.py)
+from benchmarks.harness import (
     COMPILED_GENERATION_TASKS,
     CTRANSLATE2_ENGINES,
     GENERATION_TASKS,
+    SHAPES,
     build_models,
     format_markdown,
+    matmul_share,
+    peak_memory_mb,
+    profile_shape,
     run_benchmark,
 )
+from transformers import CompileConfig
 
 
 def test_models_built_at_identical_sizes():
-    from hf_vanilla_transformer.benchmarking import SHAPES
-
     models = build_models(SHAPES["S"])
     counts = {name: sum(p.numel() for p in m.parameters() if p.requires_grad) for name, m in models.items()}
     # Marian stores its fixed sinusoids as frozen parameters; trainable counts must match.
@@ -45,8 +48,6 @@ def test_benchmark_reports_every_figure():
 
 
 def test_benchmark_with_compile_reports_the_compiled_rows(monkeypatch):
-    from hf_vanilla_transformer import benchmarking
-
     compiled_steps = []
 
     def recording_backend(graph_module, example_inputs):  # traces like inductor, without building kernels
@@ -58,7 +59,7 @@ def test_benchmark_with_compile_reports_the_compiled_rows(monkeypatch):
         config._compile_all_devices = True
         return {"cache_implementation": "static", "compile_config": config}
 
-    monkeypatch.setattr(benchmarking, "compiled_generation_settings", settings)
+    monkeypatch.setattr(harness, "compiled_generation_settings", settings)
     torch._dynamo.reset()
     results = run_benchmark(["tiny"], repeats=1, compile=True, print_fn=lambda line: None)
     torch._dynamo.reset()
@@ -72,8 +73,6 @@ def test_benchmark_with_compile_reports_the_compiled_rows(monkeypatch):
 def test_peak_memory_counts_live_tensors_not_freed_ones():
     import torch
 
-    from hf_vanilla_transformer.benchmarking import peak_memory_mb
-
     def two_in_turn():  # 32 MiB, freed, then 16 MiB: the peak is 32, whatever the heap does
         first = torch.ones(1024, 1024, 8)
         del first
@@ -83,8 +82,6 @@ def test_peak_memory_counts_live_tensors_not_freed_ones():
 
 
 def test_profile_names_the_operators():
-    from hf_vanilla_transformer.benchmarking import profile_shape
-
     text = profile_shape("tiny")
     assert text.count("Self CPU time total") == 6 and "aten::addmm" in text
     assert text.count("matrix products") == 6
@@ -92,8 +89,6 @@ def test_profile_names_the_operators():
 
 def test_matmul_share_counts_only_matrix_products():
     from types import SimpleNamespace
-
-    from hf_vanilla_transformer.benchmarking import matmul_share
 
     def event(key, micros):
         return SimpleNamespace(key=key, self_cpu_time_total=micros)
@@ -118,6 +113,8 @@ def test_markdown_from_rejects_a_file_that_is_not_a_benchmark_run(tmp_path):
         assert result.returncode == 2 and "--markdown_from" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
     result = subprocess.run(
-        [sys.executable, str(script), "--markdown_from", str(tmp_path / "missing.json")], capture_output=True, text=True
+        [sys.executable, str(script), "--markdown_from", str(tmp_path / "missing.json")],
+        capture_output=True,
+        text=True,
     )
     assert result.returncode == 2 and "missing.json" in result.stderr

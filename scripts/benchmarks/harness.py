@@ -4,11 +4,14 @@ process: only ratios measured in the same run mean anything on a shared machine.
 
 Measured: training target tokens/s (forward + backward + Adam step) and model FLOP utilisation against a
 matmul peak measured in the same run; generate() new tokens/s for greedy and beam-4 search at batch 32 and
-batch 1; time per new token as the prefix grows; peak tensor memory of a training step and of beam search. Each
-figure is the median of `repeats` runs after a warm-up, and every run records the machine's load so that
+batch 1; time per new token as the prefix grows; peak tensor memory of a training step and of beam search.
+Each figure is the median of `repeats` runs after a warm-up, and every run records the machine's load so that
 runs taken under load can be spotted. Optionally, our model exported to CTranslate2 (float32 and int8) is
 timed on the same decoding tasks in a separate torch-free process, right after; and greedy generate() with a
 static cache and its decoding step compiled by torch.compile, for both models.
+
+`scripts/benchmark.py` is the command line; this module is kept out of the installed package because it is a
+harness, not library code.
 """
 
 from __future__ import annotations
@@ -26,8 +29,7 @@ from dataclasses import dataclass
 import torch
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 
 
 @dataclass(frozen=True)
@@ -44,9 +46,8 @@ SHAPES = {
     "S": BenchmarkShape("S", 8000, 256, 3, 512, 8),
     "base": BenchmarkShape("base", 37000, 512, 6, 2048, 8),
     "multi30k-recipe": BenchmarkShape("multi30k-recipe", 8000, 256, 3, 1024, 8),
-    "tiny": BenchmarkShape(
-        "tiny", 100, 32, 1, 64, 4
-    ),  # checks that the script runs; its figures mean nothing
+    # Checks that the harness runs; its figures mean nothing.
+    "tiny": BenchmarkShape("tiny", 100, 32, 1, 64, 4),
 }
 
 
@@ -55,7 +56,7 @@ def build_models(shape: BenchmarkShape, seed: int = 0) -> dict[str, torch.nn.Mod
 
     Both train on plain cross-entropy: MarianMTModel's loss has no label smoothing, and ours with the paper's
     0.1 adds a second full-vocabulary gradient in the backward (an add over batch × length × vocabulary
-    floats: 64 ms of a 0.9 s step at S in a profile here), work Marian would not be doing."""
+    floats), work Marian would not be doing."""
     common = dict(
         vocab_size=shape.vocab_size,
         d_model=shape.d_model,
@@ -107,7 +108,7 @@ def synthetic_tokenizer(vocab_size: int):
 
 
 def peak_memory_mb(fn: Callable[[], object]) -> float:
-    """Peak memory of the tensors `fn` allocates on the CPU (above what was allocated when it started), in MiB.
+    """Peak memory in MiB of the tensors `fn` allocates on the CPU, above what was allocated when it started.
 
     Replays the profiler's allocation and free events (`profile_memory=True`) in time order: the allocator's
     own count, where the process's resident size would hide allocations that reuse freed heap memory. The
@@ -138,9 +139,8 @@ def generation_inputs(batch_size: int, src_len: int, vocab: int) -> torch.Tensor
     return torch.randint(4, vocab, (batch_size, src_len), generator=torch.Generator().manual_seed(2))
 
 
-# CTranslate2's GEMM library is chosen when it loads: MKL on Intel CPUs, oneDNN elsewhere (this machine's AMD
-# EPYC), unless CT2_USE_MKL says otherwise. Which is faster depends on the model's size (NOTES.md), so the
-# benchmark times both.
+# CTranslate2's GEMM library is chosen when it loads: MKL on Intel CPUs, oneDNN on other x86 CPUs,
+# unless CT2_USE_MKL says otherwise. Which is faster depends on the model's size, so the benchmark times both.
 CTRANSLATE2_BACKENDS = {"default": {}, "mkl": {"CT2_USE_MKL": "1"}}
 
 
@@ -155,8 +155,8 @@ def ctranslate2_throughput(
     """New tokens/s of `model` exported to CTranslate2, on `tasks` {name: (batch, new_tokens, num_beams)} with
     the same source batches as `time_generation`, timed in a subprocess that never imports torch, once per
     GEMM backend in `backends` (keys of `CTRANSLATE2_BACKENDS`): {backend: {task: tokens/s}}."""
-    from .ctranslate2_export import convert_to_ctranslate2
-    from .saving import save_model_folder
+    from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.saving import save_model_folder
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -179,7 +179,8 @@ def ctranslate2_throughput(
                 for name, (batch, new_tokens, beams) in tasks.items()
             ],
         }
-        script = os.path.join(os.path.dirname(__file__), "_ctranslate2_timing.py")
+        # Run by its path, not imported: the timing process must never load torch.
+        script = os.path.join(os.path.dirname(__file__), "ctranslate2_timing.py")
         for backend in backends:
             result = subprocess.run(
                 [sys.executable, script],
@@ -196,7 +197,8 @@ def ctranslate2_throughput(
 
 
 def machine_load() -> float:
-    """1-minute load average: about 2 on this 2-core machine when the benchmark runs alone."""
+    """1-minute load average: about the number of threads when the benchmark has the machine to itself;
+    more means other work shared the cores during that round."""
     return os.getloadavg()[0]
 
 
@@ -322,7 +324,7 @@ COMPILED_GENERATION_TASKS = {  # name: (batch size, new tokens, beams)
 }
 
 
-# The CTranslate2 columns: float32 and int8 exports, each with CTranslate2's default GEMM library and with MKL.
+# The CTranslate2 columns: float32 and int8 exports, each timed with the default GEMM library and with MKL.
 CTRANSLATE2_ENGINES = ("ct2_float32", "ct2_int8", "ct2_float32_mkl", "ct2_int8_mkl")
 
 
@@ -343,7 +345,10 @@ def run_benchmark(
         models = build_models(shape)
         tasks = {
             "train_tok_s": ("train", 64, 32, 1),
-            **{name: ("gen", batch, length, beams) for name, (batch, length, beams) in GENERATION_TASKS.items()},
+            **{
+                name: ("gen", batch, length, beams)
+                for name, (batch, length, beams) in GENERATION_TASKS.items()
+            },
         }
         if compile:
             tasks.update({name: ("gen_compiled", *task) for name, task in COMPILED_GENERATION_TASKS.items()})
@@ -373,8 +378,8 @@ def run_benchmark(
             if kind == "train":
                 flops = training_flops_per_step(models[name], batch * length, batch * length)
                 shape_result[name]["train_mfu"] = flops / median / 1e9 / peak
-        # One decoding run per model read anywhere from flat to 1.7x growth in one session: take the median
-        # of `repeats` interleaved runs, as for the throughputs.
+        # Per-token time by prefix varies from one decoding run to the next as much as a throughput does:
+        # take the median of `repeats` interleaved runs, as for the throughputs.
         by_prefix_runs: dict = {name: [] for name in models}
         for _ in range(repeats):
             for name, model in models.items():
@@ -390,7 +395,12 @@ def run_benchmark(
         if ctranslate2:
             for quantization in (None, "int8"):
                 by_backend = ctranslate2_throughput(
-                    models["ours"], shape, GENERATION_TASKS, repeats, quantization, tuple(CTRANSLATE2_BACKENDS)
+                    models["ours"],
+                    shape,
+                    GENERATION_TASKS,
+                    repeats,
+                    quantization,
+                    tuple(CTRANSLATE2_BACKENDS),
                 )
                 for backend, throughput in by_backend.items():
                     suffix = "" if backend == "default" else f"_{backend}"
@@ -400,8 +410,8 @@ def run_benchmark(
     return results
 
 
-# The operators that run matrix products on CPU (nn.Linear lands in addmm/mm, attention scores in bmm or inside
-# SDPA's kernel, which is counted with the rest because it also does softmax and masking).
+# The operators that run matrix products on CPU (nn.Linear lands in addmm/mm, attention scores in bmm or
+# inside SDPA's kernel, which is counted with the rest because it also does softmax and masking).
 MATMUL_OPERATORS = ("aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm")
 
 
@@ -425,8 +435,14 @@ def profile_shape(shape_name: str, row_limit: int = 8) -> str:
     for name, model in build_models(shape).items():
         for task, run in (
             ("training step, batch 64 x 32", time_training_step(model, 64, 32, shape.vocab_size)),
-            ("generate greedy, batch 1, 30 tokens", time_generation(model, 1, SOURCE_LENGTH, 30, 1, shape.vocab_size)),
-            ("generate greedy, batch 32, 30 tokens", time_generation(model, 32, SOURCE_LENGTH, 30, 1, shape.vocab_size)),
+            (
+                "generate greedy, batch 1, 30 tokens",
+                time_generation(model, 1, SOURCE_LENGTH, 30, 1, shape.vocab_size),
+            ),
+            (
+                "generate greedy, batch 32, 30 tokens",
+                time_generation(model, 32, SOURCE_LENGTH, 30, 1, shape.vocab_size),
+            ),
         ):
             run()  # warm-up
             with profile(activities=[ProfilerActivity.CPU]) as profiler:
@@ -450,7 +466,14 @@ def format_shape(shape_name: str, result: dict) -> str:
         f"{'measure':<28}{'ours':>12}{'Marian':>12}{'ours/Marian':>14}",
     ]
     compiled = [key for key in COMPILED_GENERATION_TASKS if key in ours]
-    for key in ("train_tok_s", *GENERATION_TASKS, *compiled, "train_mfu", "train_peak_mb", "beam4_b32_peak_mb"):
+    for key in (
+        "train_tok_s",
+        *GENERATION_TASKS,
+        *compiled,
+        "train_mfu",
+        "train_peak_mb",
+        "beam4_b32_peak_mb",
+    ):
         ratio = f"{ours[key] / marian[key]:>14.2f}" if marian[key] else f"{'n/a':>14}"
         lines.append(f"{key:<28}{ours[key]:>12.2f}{marian[key]:>12.2f}{ratio}")
     for prefix in ours["ms_per_token_by_prefix"]:
@@ -474,7 +497,8 @@ def format_markdown(results: dict) -> str:
     our generate() (the best of its engines per task), so that no figure is retyped by hand."""
     if not isinstance(results, dict) or not results.get("shapes"):
         raise ValueError(
-            "Not the JSON of a benchmark run (no 'shapes'): pass the file `scripts/benchmark.py --output` wrote."
+            "Not the JSON of a benchmark run (no 'shapes'): "
+            "pass the file `scripts/benchmark.py --output` wrote."
         )
     shapes = list(results["shapes"])
     header = "| measure | " + " | ".join(f"{s}: ours | {s}: Marian | {s}: ours/Marian" for s in shapes) + " |"
@@ -485,7 +509,10 @@ def format_markdown(results: dict) -> str:
         ("generate greedy, batch 32, new tokens/s", "greedy_b32_tok_s"),
         ("generate beam 4, batch 32, new tokens/s", "beam4_b32_tok_s"),
         ("generate greedy, batch 1, new tokens/s", "greedy_b1_tok_s"),
-        ("generate greedy, batch 32, static cache + torch.compile, new tokens/s", "greedy_b32_compiled_tok_s"),
+        (
+            "generate greedy, batch 32, static cache + torch.compile, new tokens/s",
+            "greedy_b32_compiled_tok_s",
+        ),
         ("generate greedy, batch 1, static cache + torch.compile, new tokens/s", "greedy_b1_compiled_tok_s"),
         ("peak tensor memory, training step (MiB)", "train_peak_mb"),
         ("peak tensor memory, beam 4 batch 32 (MiB)", "beam4_b32_peak_mb"),
@@ -506,7 +533,9 @@ def format_markdown(results: dict) -> str:
         }
         first, last = min(by_prefix["ours"], key=int), max(by_prefix["ours"], key=int)
         cells.append(
-            " | ".join(" / ".join(f"{ms:.1f}" for ms in by_prefix[name].values()) for name in ("ours", "marian"))
+            " | ".join(
+                " / ".join(f"{ms:.1f}" for ms in by_prefix[name].values()) for name in ("ours", "marian")
+            )
             + f" | {by_prefix['ours'][last] / by_prefix['ours'][first]:.2f} (ours, {last} vs {first})"
         )
     prefixes = " / ".join(str(p) for p in results["shapes"][shapes[0]]["ours"]["ms_per_token_by_prefix"])

@@ -1,8 +1,9 @@
 """Time a CTranslate2 model on the benchmark's decoding tasks, in a process that never imports torch.
 
-Run as a script by `benchmarking.ctranslate2_throughput` (running the file does not execute the package's
-__init__, which would load torch: with two OpenMP runtimes in one process CTranslate2's float32 decoding ran
-~1.85x slower here). Reads a JSON job on stdin, prints a JSON result on stdout. Standard library + ctranslate2.
+Run as a script by `harness.ctranslate2_throughput`, never imported: torch and CTranslate2 each bring an
+OpenMP runtime, and with both in one process CTranslate2's float32 decoding runs nearly 2x slower, so the
+timing must not share a process with torch. Reads a JSON job on stdin, prints a JSON result on stdout.
+Standard library + ctranslate2 only.
 """
 
 import json
@@ -23,9 +24,13 @@ def main() -> None:
 
         def run(sources=sources, beams=task["num_beams"], length=length) -> float:
             start = time.perf_counter()
-            # min = max length: every output has exactly `length` tokens, as min_new_tokens does for generate().
+            # min = max length: every output is `length` tokens long, like min_new_tokens in generate().
             translator.translate_batch(
-                sources, beam_size=beams, min_decoding_length=length, max_decoding_length=length, length_penalty=1.0
+                sources,
+                beam_size=beams,
+                min_decoding_length=length,
+                max_decoding_length=length,
+                length_penalty=1.0,
             )
             return time.perf_counter() - start
 

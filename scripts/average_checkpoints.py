@@ -1,4 +1,4 @@
-"""Average the weights of the last N checkpoints of a Trainer run into a normal model folder (§6.1: the paper
+r"""Average the weights of the last N checkpoints of a Trainer run into a normal model folder (§6.1: the paper
 averaged the last 5 checkpoints for base models and the last 20 for big ones).
 
     python scripts/average_checkpoints.py --run_dir outputs/multi30k-de-en --last 5 \

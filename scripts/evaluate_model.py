@@ -1,4 +1,4 @@
-"""Evaluate a saved model on a split (named evaluate_model.py: a scripts/evaluate.py would shadow the
+r"""Evaluate a saved model on a split (named evaluate_model.py: a scripts/evaluate.py would shadow the
 `evaluate` library for every script in this folder).
 
 Batched generation (the saved generation config, beam 4 and length
@@ -20,10 +20,12 @@ from hf_vanilla_transformer.tasks import DataArguments
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    eval_args, data_args = HfArgumentParser(
-        (EvaluationArguments, DataArguments)
-    ).parse_args_into_dataclasses()
-    report = evaluate_model(eval_args, data_args)
+    parser = HfArgumentParser((EvaluationArguments, DataArguments))
+    eval_args, data_args = parser.parse_args_into_dataclasses()
+    try:
+        report = evaluate_model(eval_args, data_args)
+    except FileNotFoundError as error:  # a wrong path: say which, without a traceback
+        parser.error(str(error))
     print(format_report(report, eval_args.show_examples))
 
 

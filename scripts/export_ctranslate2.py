@@ -1,4 +1,4 @@
-"""Convert a saved model folder to CTranslate2 (optionally int8), then translate a few lines with it.
+r"""Convert a saved model folder to CTranslate2 (optionally int8), then translate a few lines with it.
 
     python scripts/export_ctranslate2.py --model outputs/multi30k-de-en/averaged \
         --output_dir outputs/ct2/multi30k-de-en-int8 --quantization int8 --force \

@@ -1,4 +1,4 @@
-"""Draw the cross-attention of every head of one decoder layer for one input, as heat maps labelled with
+r"""Draw the cross-attention of every head of one decoder layer for one input, as heat maps labelled with
 source and target tokens.
 
     python scripts/plot_attention.py --model outputs/multi30k/final --text "Zwei Hunde spielen im Schnee." \

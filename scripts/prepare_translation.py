@@ -1,4 +1,4 @@
-"""Build a translation DatasetDict (Hub schema) from parallel text files and save it to disk.
+r"""Build a translation DatasetDict (Hub schema) from parallel text files and save it to disk.
 
     python scripts/prepare_translation.py --data_dir ../shared/data/multi30k --src_lang de --tgt_lang en \
         --output_dir outputs/data/multi30k-de-en

@@ -1,4 +1,4 @@
-"""Publish a trained model to the Hugging Face Hub: weights (safetensors), config with auto_map, the model and
+r"""Publish a trained model to the Hugging Face Hub: weights (safetensors), config with auto_map, the model and
 pipeline code for `trust_remote_code`, tokenizer, generation config, and its model card as README.md.
 
     python scripts/push_to_hub.py --model outputs/multi30k-de-en/averaged \

@@ -1,4 +1,4 @@
-"""Train a BPE tokenizer for translation or series expansion and save it for `AutoTokenizer`.
+r"""Train a BPE tokenizer for translation or series expansion and save it for `AutoTokenizer`.
 
     # Joint German-English vocabulary from a DatasetDict saved by scripts/prepare_translation.py
     python scripts/train_tokenizer.py --task translation --vocab_size 8000 \

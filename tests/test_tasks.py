@@ -121,3 +121,16 @@ def test_evaluating_a_missing_model_folder_says_so(location, multi30k):
 def test_evaluating_a_folder_that_is_not_a_model_says_so(tmp_path, multi30k):
     with pytest.raises(FileNotFoundError, match="without config.json"):
         evaluate_model(EvaluationArguments(model=str(tmp_path)), _translation_args(multi30k, "unused"))
+
+
+def test_evaluate_script_names_the_missing_folder():
+    import subprocess
+    import sys
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "evaluate_model.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--model", "/nonexistent", "--task", "series"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2
+    assert "No model folder at /nonexistent" in result.stderr and "Repo id" not in result.stderr

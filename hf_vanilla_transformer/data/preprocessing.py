@@ -25,7 +25,7 @@ def _texts(batch: dict[str, list], field: TextField) -> list[str]:
 
 # transformers warns, once per tokenizer, that a text longer than `model_max_length` "will result in indexing
 # errors". None reaches the model here: `_fits` drops such pairs and `tokenize_pairs` logs how many, so the
-# warning would only alarm (it showed in the quickstart's output). Filtered while tokenizing, nowhere else.
+# warning would only alarm. Filtered while tokenizing, nowhere else.
 _TOO_LONG_WARNING = "longer than the specified maximum sequence length"
 _TOKENIZER_LOGGER = logging.getLogger("transformers.tokenization_utils_base")
 

@@ -18,6 +18,7 @@ They share four special tokens with fixed ids, which the model config relies on
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import statistics
@@ -138,18 +139,12 @@ def _bpe_trainer(
 
 def _train(tokenizer: Tokenizer, files_or_iterator: TextSource, trainer: BpeTrainer, vocab_size: int) -> None:
     """Train `tokenizer` in place, then check that the corpus and `vocab_size` made sense."""
-    num_texts = 0
-
-    def counted(texts: Iterator[str]) -> Iterator[str]:
-        nonlocal num_texts
-        for text in texts:
-            num_texts += 1
-            yield text
-
-    # Errors raised while reading (missing or non-UTF-8 file) propagate out of the Rust trainer unchanged.
-    tokenizer.train_from_iterator(counted(iter_corpus(files_or_iterator)), trainer=trainer)
-    if num_texts == 0:
+    texts = iter_corpus(files_or_iterator)
+    # Reading errors (a missing or non-UTF-8 file) propagate unchanged, from here or out of the Rust trainer.
+    first = next(texts, None)
+    if first is None:
         raise ValueError("The training corpus is empty: it yielded no non-blank text.")
+    tokenizer.train_from_iterator(itertools.chain([first], texts), trainer=trainer)
     # The trainer keeps every character it saw even when that overshoots `vocab_size`; a vocabulary
     # with no room left for merges is a character-level tokenizer in disguise.
     trained_size = tokenizer.get_vocab_size()

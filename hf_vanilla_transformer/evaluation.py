@@ -23,6 +23,7 @@ from .tasks import DataArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
 
+
 @dataclass
 class EvaluationArguments:
     model: str = field(
@@ -69,7 +70,9 @@ def generation_settings(eval_args: EvaluationArguments, task: Task, generation_c
     return {
         "num_beams": eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams,
         "length_penalty": (
-            eval_args.length_penalty if eval_args.length_penalty is not None else generation_config.length_penalty
+            eval_args.length_penalty
+            if eval_args.length_penalty is not None
+            else generation_config.length_penalty
         ),
         "max_new_tokens": max_new_tokens,
         "do_sample": False,

@@ -63,5 +63,7 @@ def push_folder(folder: str | Path, repo_id: str, private: bool = False, token: 
 
     api = HfApi(token=token)
     url = api.create_repo(repo_id, private=private, exist_ok=True)
-    api.upload_folder(folder_path=str(folder), repo_id=repo_id, commit_message="Upload hf-vanilla-transformer model")
+    api.upload_folder(
+        folder_path=str(folder), repo_id=repo_id, commit_message="Upload hf-vanilla-transformer model"
+    )
     return str(url)

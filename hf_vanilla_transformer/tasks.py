@@ -79,7 +79,9 @@ class Task:
     def tokenizer_options(self, integer_digits: bool = False) -> dict[str, Any]:
         """Task-specific options of `train_tokenizer`; a `ValueError` for one the task does not have."""
         if integer_digits:
-            raise ValueError(f"`integer_digits` applies to the series task only; drop it for task {self.name!r}.")
+            raise ValueError(
+                f"`integer_digits` applies to the series task only; drop it for task {self.name!r}."
+            )
         return {}
 
     def train_tokenizer(self, corpus, vocab_size: int, **options):
@@ -251,7 +253,9 @@ class DataArguments:
         if self.symbol_renamings < 0:
             raise ValueError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
         if not 0 <= self.max_unknown_token_share <= 1:
-            raise ValueError(f"`max_unknown_token_share` must be in [0, 1], got {self.max_unknown_token_share}.")
+            raise ValueError(
+                f"`max_unknown_token_share` must be in [0, 1], got {self.max_unknown_token_share}."
+            )
         task.check_arguments(self)
 
     @property
@@ -309,7 +313,9 @@ def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase,
     num_tokens = sum(len(ids) for ids in sequences)
     if num_tokens == 0:
         return {"unknown_share": 0.0, "chars_per_token": float("inf")}
-    unknown = 0 if tokenizer.unk_token_id is None else sum(ids.count(tokenizer.unk_token_id) for ids in sequences)
+    unknown = (
+        0 if tokenizer.unk_token_id is None else sum(ids.count(tokenizer.unk_token_id) for ids in sequences)
+    )
     share = unknown / num_tokens
     # Characters per token, special tokens (one </s> per sequence) aside.
     chars = sum(len(text) for text in tokenizer.batch_decode(sequences, skip_special_tokens=True))
@@ -325,7 +331,9 @@ def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase,
             f"max_unknown_token_share={args.max_unknown_token_share}: the tokenizer does not fit the data. {fix}."
         )
     if share > UNKNOWN_SHARE_WARNING:
-        logger.warning("%.1f%% %s are the unknown token %r. %s.", 100 * share, where, tokenizer.unk_token, fix)
+        logger.warning(
+            "%.1f%% %s are the unknown token %r. %s.", 100 * share, where, tokenizer.unk_token, fix
+        )
     if len(tokenizer) > 200 and chars_per_token < MIN_CHARS_PER_TOKEN:
         logger.warning(
             "The %d-token vocabulary of %s spends a token per %.2f characters of %s: its merges do not apply, so "
@@ -357,7 +365,6 @@ def make_compute_metrics(task: Task, tokenizer: PreTrainedTokenizerBase):
         return {k: v for k, v in scores.items() if not isinstance(v, str)}
 
     return compute_metrics
-
 
 
 def best_metric_name(task: str) -> str:  # TEMPORARY shim until training.py asks the task object

@@ -15,14 +15,14 @@ from pathlib import Path
 
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from hf_vanilla_transformer.series.dataset import generate_series_dataset
-from hf_vanilla_transformer.series.expansion import taylor_series
 from hf_vanilla_transformer.evaluation import (
     EvaluationArguments,
     evaluate_model,
     generate_texts,
     generation_settings,
 )
+from hf_vanilla_transformer.series.dataset import generate_series_dataset
+from hf_vanilla_transformer.series.expansion import taylor_series
 from hf_vanilla_transformer.tasks import DataArguments
 from hf_vanilla_transformer.tokenization import (
     iter_dataset_texts,
@@ -137,7 +137,9 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     model = AutoModelForSeq2SeqLM.from_pretrained(final)
     tokenizer = AutoTokenizer.from_pretrained(final)
     # The series task caps outputs at the model's max_length: a series is many times longer than its expression.
-    generation = generation_settings(EvaluationArguments(num_beams=1), data_args.task_spec, model.generation_config)
+    generation = generation_settings(
+        EvaluationArguments(num_beams=1), data_args.task_spec, model.generation_config
+    )
     predictions = generate_texts(
         model, tokenizer, list(DEMO_EXPRESSIONS), batch_size=8, generation=generation
     )

@@ -25,7 +25,11 @@ import datasets
 from transformers import HfArgumentParser
 
 from hf_vanilla_transformer.tasks import TASKS, get_task
-from hf_vanilla_transformer.tokenization import DEFAULT_MODEL_MAX_LENGTH, iter_dataset_texts, sequence_length_report
+from hf_vanilla_transformer.tokenization import (
+    DEFAULT_MODEL_MAX_LENGTH,
+    iter_dataset_texts,
+    sequence_length_report,
+)
 
 
 @dataclass
@@ -42,7 +46,8 @@ class TokenizerArguments:
     )
     min_frequency: int = field(default=2, metadata={"help": "Pairs seen fewer times are never merged."})
     integer_digits: bool = field(
-        default=False, metadata={"help": "Series only: write integers digit by digit instead of as BPE tokens."}
+        default=False,
+        metadata={"help": "Series only: write integers digit by digit instead of as BPE tokens."},
     )
     model_max_length: int = field(
         default=DEFAULT_MODEL_MAX_LENGTH, metadata={"help": "The model's max_position_embeddings."}

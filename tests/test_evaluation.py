@@ -2,6 +2,7 @@
 
 from hf_vanilla_transformer.tasks import TASKS
 
+
 def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model):
     """The translation default (source length + 50, §6.1) would cut series, which are ~3x longer than their
     expressions (in the 50k test split: targets up to 248 tokens, sources at most 16)."""
@@ -33,7 +34,13 @@ def test_series_exact_match_breaks_down_by_largest_integer():
     """Digits of the largest numerator or denominator; exponents ("x**12", "O(x**6)") do not count."""
     from hf_vanilla_transformer.series.reports import exact_match_by_largest_integer
 
-    references = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "-x/2 + O(x**6)", "945*a*x**3/4 + O(x**6)", "123456*x"]
+    references = [
+        "x**12 + O(x**6)",
+        "1 + 2*x/15 + O(x**6)",
+        "-x/2 + O(x**6)",
+        "945*a*x**3/4 + O(x**6)",
+        "123456*x",
+    ]
     predictions = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "wrong", "945*a*x**3/4 + O(x**6)", "wrong"]
     rows = exact_match_by_largest_integer(predictions, references, digit_groups=(1, 2, 3, 4))
     assert [(r["largest_integer_digits"], r["n"], r["exact_match"]) for r in rows] == [
@@ -52,7 +59,11 @@ def test_series_exact_match_breaks_down_by_number_of_terms():
     predictions = ["p", "q", "wrong", "r"]
     references = ["p", "q", "s", "r"]
     rows = exact_match_by_term_count(sources, predictions, references)
-    assert [(r["terms"], r["n"], r["exact_match"]) for r in rows] == [("1", 1, 1.0), ("2", 2, 0.5), ("3", 1, 1.0)]
+    assert [(r["terms"], r["n"], r["exact_match"]) for r in rows] == [
+        ("1", 1, 1.0),
+        ("2", 2, 0.5),
+        ("3", 1, 1.0),
+    ]
     assert abs(rows[1]["exact_match_stderr"] - (0.25 / 2) ** 0.5) < 1e-12
 
 

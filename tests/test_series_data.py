@@ -19,7 +19,12 @@ import sympy as sp
 
 from hf_vanilla_transformer.series.dataset import default_split_sizes, generate_series_dataset, split_examples
 from hf_vanilla_transformer.series.equivalence import series_equivalent
-from hf_vanilla_transformer.series.expansion import DROP_REASONS, SeriesError, expression_to_series, taylor_series
+from hf_vanilla_transformer.series.expansion import (
+    DROP_REASONS,
+    SeriesError,
+    expression_to_series,
+    taylor_series,
+)
 from hf_vanilla_transformer.series.grammar import FUNCTIONS, SeriesParseError, parse_expression, parse_series
 from hf_vanilla_transformer.series.renamings import (
     order_preserving_renamings,
@@ -360,7 +365,8 @@ def test_dataset_is_deterministic_and_splits_are_disjoint(tmp_path):
     assert not sources["validation"] & sources["test"]
     train_shapes = {symbol_renaming_shape(e) for e in sources["train"]}
     assert summary_one["expressions_renaming_train"] == {
-        name: sum(symbol_renaming_shape(e) in train_shapes for e in sources[name]) for name in ("validation", "test")
+        name: sum(symbol_renaming_shape(e) in train_shapes for e in sources[name])
+        for name in ("validation", "test")
     }
     for expression, target in zip(dataset["test"]["expression"], dataset["test"]["series"], strict=True):
         assert target == taylor_series(expression)

@@ -36,7 +36,10 @@ def series_tokenizer_dir(tmp_path_factory) -> Path:
 def translation_tokenizer_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("translation-tokenizer")
     train_translation_tokenizer(
-        [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"], vocab_size=400, show_progress=False, output_dir=folder
+        [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"],
+        vocab_size=400,
+        show_progress=False,
+        output_dir=folder,
     )
     return folder
 
@@ -92,10 +95,15 @@ def test_a_tokenizer_for_other_data_is_caught_before_training(multi30k, series_t
         prepare_dataset(args, tokenizer)
     message = str(refused.value)
     assert "are the unknown token '<unk>'" in message and str(series_tokenizer_dir) in message
-    assert "max_unknown_token_share=0.001" in message and "scripts/train_tokenizer.py --task translation" in message
+    assert (
+        "max_unknown_token_share=0.001" in message
+        and "scripts/train_tokenizer.py --task translation" in message
+    )
 
     with caplog.at_level(logging.WARNING, logger="hf_vanilla_transformer.tasks"):
-        prepare_dataset(_translation_args(multi30k, series_tokenizer_dir, max_unknown_token_share=1.0), tokenizer)
+        prepare_dataset(
+            _translation_args(multi30k, series_tokenizer_dir, max_unknown_token_share=1.0), tokenizer
+        )
     warnings = " ".join(r.getMessage() for r in caplog.records if r.name == "hf_vanilla_transformer.tasks")
     assert "its merges do not apply" in warnings and str(series_tokenizer_dir) in warnings
 

@@ -313,7 +313,9 @@ def test_series_round_trip_on_a_whole_generated_data_set(tmp_path):
     for integer_digits in (False, True):
         tokenizer = train_series_tokenizer(
             (text for row in data["train"] for text in (row["expression"], row["series"])),
-            vocab_size=300, integer_digits=integer_digits, show_progress=False,
+            vocab_size=300,
+            integer_digits=integer_digits,
+            show_progress=False,
         )
         for split in data.values():
             texts = [*split["expression"], *split["series"]]
@@ -325,12 +327,24 @@ def test_train_tokenizer_script_integer_digits(tmp_path):
     corpus = tmp_path / "series.txt"
     corpus.write_text("\n".join(SERIES_TEXTS * 3) + "\n")
     script = Path(__file__).resolve().parents[1] / "scripts" / "train_tokenizer.py"
-    common = [sys.executable, str(script), "--vocab_size", "200", "--text_files", str(corpus), "--integer_digits"]
-    subprocess.run([*common, "--task", "series", "--output_dir", str(tmp_path / "tok")], check=True, capture_output=True)
+    common = [
+        sys.executable,
+        str(script),
+        "--vocab_size",
+        "200",
+        "--text_files",
+        str(corpus),
+        "--integer_digits",
+    ]
+    subprocess.run(
+        [*common, "--task", "series", "--output_dir", str(tmp_path / "tok")], check=True, capture_output=True
+    )
     saved = json.loads((tmp_path / "tok" / "tokenizer.json").read_text())
     assert saved["pre_tokenizer"]["pattern"]["Regex"] == DIGIT_SPLIT_PATTERN
     refused = subprocess.run(
-        [*common, "--task", "translation", "--output_dir", str(tmp_path / "no")], capture_output=True, text=True
+        [*common, "--task", "translation", "--output_dir", str(tmp_path / "no")],
+        capture_output=True,
+        text=True,
     )
     assert refused.returncode != 0 and "`integer_digits` applies to the series task only" in refused.stderr
     assert not (tmp_path / "no").exists()

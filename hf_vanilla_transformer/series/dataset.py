@@ -53,7 +53,6 @@ def split_examples(
     }
 
 
-
 def length_stats(values: Sequence[int]) -> dict[str, float]:
     """Mean, min, max and nearest-rank percentiles (50, 90, 99) of a list of lengths."""
     if not values:

@@ -147,7 +147,9 @@ class EquivalenceChecker:
         verdict = self._receive(deadline)
         if verdict is None:
             self._stop_worker(kill=True)
-            return PairResult(parsed=parse_reply["parsed"], equivalent=False, same_terms=False, timed_out=True)
+            return PairResult(
+                parsed=parse_reply["parsed"], equivalent=False, same_terms=False, timed_out=True
+            )
         if "reference_error" in verdict:
             raise ValueError(verdict["reference_error"])
         return PairResult(

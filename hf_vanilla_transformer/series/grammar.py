@@ -85,7 +85,9 @@ def _check_tokens(text: str, allowed_names: frozenset[str], what: str) -> None:
     if not isinstance(text, str):
         raise SeriesParseError(f"{what} must be a string, got {type(text).__name__}.")
     if len(text) > MAX_PARSE_CHARS:
-        raise SeriesParseError(f"{what} has {len(text)} characters, more than the {MAX_PARSE_CHARS} accepted.")
+        raise SeriesParseError(
+            f"{what} has {len(text)} characters, more than the {MAX_PARSE_CHARS} accepted."
+        )
     tokens: list[tuple[str, str]] = []
     position, stripped = 0, text.rstrip()
     while position < len(stripped):
@@ -131,7 +133,9 @@ def _parse(text: str, allowed_names: frozenset[str], what: str) -> sp.Expr:
         # Fresh copies: parse_expr may write to the tables it is given.
         expression = sp.parse_expr(text, local_dict=local_dict, global_dict=dict(_PARSER_GLOBALS))
     except Exception as exc:  # SyntaxError, TypeError, TokenError, ZeroDivisionError, ...
-        raise SeriesParseError(f"{what} {text!r} is not a valid expression: {type(exc).__name__}: {exc}") from exc
+        raise SeriesParseError(
+            f"{what} {text!r} is not a valid expression: {type(exc).__name__}: {exc}"
+        ) from exc
     if not isinstance(expression, sp.Expr):  # e.g. a bare function name such as "sin"
         raise SeriesParseError(f"{what} {text!r} is a {type(expression).__name__}, not an expression.")
     return expression

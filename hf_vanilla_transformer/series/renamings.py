@@ -88,7 +88,6 @@ def symbol_renamings_of_pairs(
     return new_expressions, new_series
 
 
-
 def held_out_expressions(raw) -> set[str]:
     """Every expression of the splits other than train of a `DatasetDict` (validation and test, whole)."""
     return {e for split, ds in raw.items() if split != "train" for e in ds["expression"]}

@@ -62,7 +62,9 @@ def exact_match_by_reference_length(
 
 
 def exact_match_by_largest_integer(
-    predictions: Sequence[str], references: Sequence[str], digit_groups: tuple[int, ...] = INTEGER_DIGIT_GROUPS
+    predictions: Sequence[str],
+    references: Sequence[str],
+    digit_groups: tuple[int, ...] = INTEGER_DIGIT_GROUPS,
 ) -> list[dict]:
     """Exact match grouped by the number of digits of the largest coefficient integer in the reference
     (`digit_groups` are consecutive digit counts; the last takes every longer integer too): how accuracy falls
@@ -87,7 +89,10 @@ def exact_match_by_term_count(
 
 
 def exact_match_by_train_overlap(
-    sources: Sequence[str], predictions: Sequence[str], references: Sequence[str], train_sources: Sequence[str]
+    sources: Sequence[str],
+    predictions: Sequence[str],
+    references: Sequence[str],
+    train_sources: Sequence[str],
 ) -> list[dict]:
     """Exact match apart for expressions that are a training expression with its symbols renamed (which a
     model can answer by recall) and for new ones (which it has to expand)."""

@@ -76,4 +76,3 @@ def iter_candidates(seed: int, max_terms: int = MAX_TERMS) -> Iterator[str]:
     rng = random.Random(seed)
     while True:
         yield sample_expression(rng, max_terms)
-

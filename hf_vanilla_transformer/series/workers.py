@@ -118,7 +118,6 @@ def validate_positive(name: str, value, allow_zero: bool = False, integer: bool 
         raise ValueError(f"{name}={value!r} must be {'zero or more' if allow_zero else 'positive'}.")
 
 
-
 class _CandidateQueue:
     """Candidates in, examples out, in candidate order: the bookkeeping of one `generate_examples` call.
 
@@ -233,9 +232,14 @@ def generate_examples(
     if max_candidates is None:
         max_candidates = 20 * num_examples + 1000
 
-    bar = _NoMonitorProgress(total=num_examples, desc="series", unit="ex", disable=not progress, mininterval=2)
+    bar = _NoMonitorProgress(
+        total=num_examples, desc="series", unit="ex", disable=not progress, mininterval=2
+    )
     queue = _CandidateQueue(
-        iter(candidates) if candidates is not None else iter_candidates(seed), num_examples, max_candidates, bar
+        iter(candidates) if candidates is not None else iter_candidates(seed),
+        num_examples,
+        max_candidates,
+        bar,
     )
     # Fork: workers start in milliseconds with sympy and symengine already imported, which matters because
     # every timeout costs a new worker (spawn/forkserver would re-import for about a second each).
@@ -271,7 +275,9 @@ def generate_examples(
     return queue.result()
 
 
-def _collect(worker: _Worker, ready: list, queue: _CandidateQueue, timeout: float, context, worker_args) -> _Worker:
+def _collect(
+    worker: _Worker, ready: list, queue: _CandidateQueue, timeout: float, context, worker_args
+) -> _Worker:
     """Take a busy worker's outcome if it has one, or time it out; return the worker to use from now on (a fresh
     one when this one died or was killed)."""
     if worker.conn in ready:

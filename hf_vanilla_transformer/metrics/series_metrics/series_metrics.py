@@ -106,7 +106,12 @@ class SeriesMetrics(evaluate.Metric):
                 timeouts += result.timed_out
 
         scores = {"n": n}
-        counts = {"exact_match": exact, "symbolic_match": equivalent, "parse_rate": parsed, "term_match": same_terms}
+        counts = {
+            "exact_match": exact,
+            "symbolic_match": equivalent,
+            "parse_rate": parsed,
+            "term_match": same_terms,
+        }
         for name, count in counts.items():
             scores[name] = count / n
             scores[f"{name}_stderr"] = binomial_standard_error(count / n, n)

@@ -7,6 +7,7 @@ This file imports only `transformers` (and the standard library) so that a saved
 carry it for `trust_remote_code` loading.
 """
 
+from numbers import Real
 from typing import Any, ClassVar
 
 from transformers import PreTrainedConfig
@@ -57,6 +58,53 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
+def _check_positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+
+
+def _check_probability(name: str, value: Any) -> None:
+    if not isinstance(value, Real) or isinstance(value, bool) or not 0.0 <= value < 1.0:
+        raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
+
+
+def _check_position_embedding_type(name: str, value: Any) -> None:
+    if value not in POSITION_EMBEDDING_TYPES:
+        raise ValueError(f"Unknown `{name}` {value!r}; expected one of {POSITION_EMBEDDING_TYPES}.")
+
+
+# Checks of one field alone, run at construction and whenever the field (or its alias) is set afterwards.
+_FIELD_CHECKS = {
+    **dict.fromkeys(
+        (
+            "vocab_size",
+            "decoder_vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "max_position_embeddings",
+        ),
+        _check_positive_int,
+    ),
+    **dict.fromkeys(
+        ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"), _check_probability
+    ),
+    "position_embedding_type": _check_position_embedding_type,
+}
+
+# What each alias of `VanillaTransformerConfig.attribute_map` sets, for error messages.
+_ALIAS_NOTES = {
+    "hidden_size": "`hidden_size` sets `d_model`",
+    "num_attention_heads": "`num_attention_heads` sets `encoder_attention_heads` only, not "
+    "`decoder_attention_heads`",
+    "num_hidden_layers": "`num_hidden_layers` sets `encoder_layers` only, not `decoder_layers`",
+}
+
+
 class VanillaTransformerConfig(PreTrainedConfig):
     r"""
     Configuration of [`VanillaTransformerModel`] / [`VanillaTransformerForConditionalGeneration`].
@@ -92,6 +140,18 @@ class VanillaTransformerConfig(PreTrainedConfig):
         layer_norm_eps: epsilon of every LayerNorm.
         init_std: standard deviation of embedding initialisation; `None` means d_model ** -0.5, so that
             scaled embeddings start with unit variance (as fairseq initialises this model).
+
+    The generic transformers names are aliases (`attribute_map`), for reading and for building:
+    `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
+    `encoder_layers`, the encoder's values only: the decoder keeps its own `decoder_attention_heads` and
+    `decoder_layers` (8 and 6 by default), so `num_attention_heads=4` leaves the decoder with 8 heads.
+
+    A configuration that cannot build a working model raises `ValueError`, whichever names build it (keywords,
+    `from_pretrained` overrides, `AutoConfig.for_model`). A field set after construction is checked on its own
+    at once (`config.dropout = 1.5` raises); how fields combine (`d_model` divisible by the head counts, one
+    vocabulary when shared) is checked when a model is built from the configuration and by `save_pretrained`,
+    so that fields can be edited one at a time through states that do not fit together yet (and
+    `resize_token_embeddings`, which sets `vocab_size` alone, keeps working).
     """
 
     model_type: ClassVar[str] = "vanilla_transformer"
@@ -133,40 +193,61 @@ class VanillaTransformerConfig(PreTrainedConfig):
     decoder_start_token_id: int | None = 1
 
     def __post_init__(self, **kwargs):
+        # The base class would set alias keywords (`hidden_size=...`) after this method returns, past the
+        # checks below; set them on their fields first, so that the checks see the values the model will use.
+        aliases = {alias: kwargs.pop(alias) for alias in self.attribute_map if alias in kwargs}
+        for alias, value in aliases.items():
+            name = self.attribute_map[alias]
+            default = self.__dataclass_fields__[name].default
+            current = getattr(self, name)
+            if current != default and current != value:
+                raise ValueError(
+                    f"Got both `{name}={current!r}` and its alias `{alias}={value!r}`; pass only one of them."
+                )
+            setattr(self, name, value)
         if self.decoder_vocab_size is None:
             self.decoder_vocab_size = self.vocab_size
-        self._validate()
+        try:
+            self._validate()
+        except ValueError as error:
+            if not aliases:
+                raise
+            given = "; ".join(_ALIAS_NOTES[alias] for alias in aliases)
+            raise ValueError(f"{error} (Given by alias: {given}.)") from None
         super().__post_init__(**kwargs)
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        name = self.attribute_map.get(key, key)
+        # While the dataclass is being built, fields are set one by one and `__post_init__` checks them all.
+        if name in _FIELD_CHECKS and self.__dict__.get("_post_init_done", False):
+            _FIELD_CHECKS[name](name, value)
+        super().__setattr__(key, value)
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
+        result = super().from_dict(config_dict, **kwargs)
+        # `from_pretrained(..., hidden_size=64)` sets keyword overrides one by one after construction: check
+        # how they combine once all are set.
+        (result[0] if isinstance(result, tuple) else result)._validate()
+        return result
+
+    def validate(self) -> None:
+        """Called by `save_pretrained`: the base class's checks, then this model's (see `_validate`)."""
+        super().validate()
+        self._validate()
 
     def _validate(self) -> None:
         """Reject configurations that cannot build a working model, naming the values and the fix."""
-        for name in (
-            "vocab_size",
-            "decoder_vocab_size",
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "max_position_embeddings",
-        ):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-                raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        for name, check in _FIELD_CHECKS.items():
+            check(name, getattr(self, name))
         for side in ("encoder", "decoder"):
             heads = getattr(self, f"{side}_attention_heads")
             if self.d_model % heads != 0:
                 raise ValueError(
                     f"`d_model` ({self.d_model}) must be divisible by `{side}_attention_heads` ({heads}): "
-                    f"each head gets d_model / heads dimensions. Choose a head count that divides {self.d_model}."
+                    "each head gets d_model / heads dimensions. Choose a head count that divides "
+                    f"{self.d_model}."
                 )
-        if self.position_embedding_type not in POSITION_EMBEDDING_TYPES:
-            raise ValueError(
-                f"Unknown `position_embedding_type` {self.position_embedding_type!r}; "
-                f"expected one of {POSITION_EMBEDDING_TYPES}."
-            )
         if self.position_embedding_type == "sinusoidal" and self.d_model % 2 != 0:
             raise ValueError(f"Sinusoidal positions need an even `d_model`, got {self.d_model}.")
         if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
@@ -175,12 +256,6 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 f"{self.vocab_size} and `decoder_vocab_size` is {self.decoder_vocab_size}. Set "
                 "`share_encoder_decoder_embeddings=False` for separate vocabularies, or make the sizes equal."
             )
-        for name in ("dropout", "attention_dropout", "activation_dropout"):
-            value = getattr(self, name)
-            if not 0.0 <= value < 1.0:
-                raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
-        if not 0.0 <= self.label_smoothing < 1.0:
-            raise ValueError(f"`label_smoothing` must be in [0, 1), got {self.label_smoothing!r}.")
         for name in ("pad_token_id", "bos_token_id", "decoder_start_token_id"):
             value = getattr(self, name)
             if value is not None and not 0 <= value < self.decoder_vocab_size:
@@ -193,6 +268,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
         """Build a named preset (see `PRESETS`), with keyword overrides (e.g. `vocab_size=8000`)."""
         if name not in PRESETS:
             raise ValueError(f"Unknown preset {name!r}; available presets: {', '.join(PRESETS)}.")
+        # An override given by alias (`hidden_size=64`) replaces the preset's value of the field it names.
+        overrides = {cls.attribute_map.get(key, key): value for key, value in overrides.items()}
         return cls(**{**PRESETS[name], **overrides})
 
 

@@ -59,7 +59,8 @@ def sinusoidal_position_table(num_positions: int, dim: int) -> torch.Tensor:
 
 
 class VanillaTransformerPositionalEmbedding(nn.Module):
-    """Position embeddings added to the scaled token embeddings: the fixed sinusoids of §3.5, or a learned table.
+    """Position embeddings added to the scaled token embeddings: the fixed sinusoids of §3.5, or a learned
+    table.
 
     The sinusoidal table is a non-persistent buffer: it is never saved and is refilled by `_init_weights`
     (models are built on the meta device in transformers v5).
@@ -86,11 +87,11 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
             if end > self.num_positions:
                 raise ValueError(
                     f"Sequence of {end} positions is longer than the model allows (max_position_embeddings="
-                    f"{self.num_positions}). Shorten or truncate the input (e.g. tokenizer(..., truncation=True, "
-                    f"max_length={self.num_positions})) or lower `max_new_tokens`"
+                    f"{self.num_positions}). Shorten or truncate the input (e.g. tokenizer(..., "
+                    f"truncation=True, max_length={self.num_positions})) or lower `max_new_tokens`"
                     + (
-                        "; sinusoidal positions have no weights, so you can also load the model with a larger "
-                        "`max_position_embeddings`."
+                        "; sinusoidal positions have no weights, so you can also load the model with a "
+                        "larger `max_position_embeddings`."
                         if not self.learned
                         else "; learned positions cannot be extended without training."
                     )
@@ -249,28 +250,18 @@ class VanillaTransformerFeedForward(nn.Module):
         return self.fc2(hidden_states)
 
 
-class _ResidualLayer(GradientCheckpointingLayer):
-    """Shared residual wiring of encoder and decoder layers (§3.1, §5.4): each sublayer is
-    LayerNorm(x + Dropout(Sublayer(x))) (post-LN, the paper) or x + Dropout(Sublayer(LayerNorm(x)))
-    (pre-LN, `normalize_before=True`)."""
+class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
+    """Encoder layer, §3.1: self-attention, then the feed-forward network.
 
-    def __init__(self, config: VanillaTransformerConfig):
+    Each is a residual sublayer with dropout on its output (§5.4): LayerNorm(x + Dropout(Sublayer(x))) in
+    the paper (post-LN), or x + Dropout(Sublayer(LayerNorm(x))) with `normalize_before=True` (pre-LN). Both
+    orders use the same LayerNorm modules, so a checkpoint has the same keys either way.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
         super().__init__()
         self.normalize_before = config.normalize_before
         self.dropout = config.dropout
-
-    def _sublayer(self, x: torch.Tensor, norm: nn.LayerNorm, fn: Callable) -> tuple[torch.Tensor, object]:
-        """Apply `fn` (returning `(output, extra)`) as a residual sublayer normalised by `norm`."""
-        out, extra = fn(norm(x) if self.normalize_before else x)
-        x = x + nn.functional.dropout(out, p=self.dropout, training=self.training)
-        return (x if self.normalize_before else norm(x)), extra
-
-
-class VanillaTransformerEncoderLayer(_ResidualLayer):
-    """Encoder layer, §3.1: self-attention then feed-forward, each a residual sublayer."""
-
-    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
-        super().__init__(config)
         self.self_attn = VanillaTransformerAttention(
             config, config.encoder_attention_heads, layer_idx=layer_idx
         )
@@ -285,23 +276,41 @@ class VanillaTransformerEncoderLayer(_ResidualLayer):
         output_attentions: bool = False,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        hidden_states, attn_weights = self._sublayer(
-            hidden_states,
-            self.self_attn_layer_norm,
-            lambda x: self.self_attn(
-                x, attention_mask=attention_mask, output_attentions=output_attentions, **kwargs
-            ),
+        residual = hidden_states  # (B, T, d_model)
+        if self.normalize_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states, attn_weights = self.self_attn(
+            hidden_states, attention_mask=attention_mask, output_attentions=output_attentions, **kwargs
         )
-        hidden_states, _ = self._sublayer(hidden_states, self.final_layer_norm, lambda x: (self.mlp(x), None))
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        if not self.normalize_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+
+        residual = hidden_states
+        if self.normalize_before:
+            hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        if not self.normalize_before:
+            hidden_states = self.final_layer_norm(hidden_states)
         return hidden_states, attn_weights
 
 
-class VanillaTransformerDecoderLayer(_ResidualLayer):
-    """Decoder layer, §3.1: masked self-attention, encoder-decoder attention, feed-forward, each a residual
-    sublayer. The causal mask keeps position i from attending to positions after i."""
+class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
+    """Decoder layer, §3.1: masked self-attention, encoder-decoder attention, then the feed-forward network,
+    each a residual sublayer wired as in [`VanillaTransformerEncoderLayer`]. The causal mask keeps position i
+    from attending to positions after i.
+
+    Without `encoder_hidden_states` the encoder-decoder attention sublayer is skipped, as in Marian's and
+    BART's decoder layers, and the layer is that of a decoder-only language model.
+    """
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
-        super().__init__(config)
+        super().__init__()
+        self.normalize_before = config.normalize_before
+        self.dropout = config.dropout
         self.self_attn = VanillaTransformerAttention(
             config, config.decoder_attention_heads, is_causal=True, layer_idx=layer_idx
         )
@@ -317,36 +326,54 @@ class VanillaTransformerDecoderLayer(_ResidualLayer):
         self,
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
-        encoder_hidden_states: torch.Tensor,
+        encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
         past_key_values: Cache | None = None,
         output_attentions: bool = False,
         **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        hidden_states, self_attn_weights = self._sublayer(
+        residual = hidden_states  # (B, T, d_model)
+        if self.normalize_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+        hidden_states, self_attn_weights = self.self_attn(
             hidden_states,
-            self.self_attn_layer_norm,
-            lambda x: self.self_attn(
-                x,
-                past_key_values=past_key_values,
-                attention_mask=attention_mask,
-                output_attentions=output_attentions,
-                **kwargs,
-            ),
+            past_key_values=past_key_values,
+            attention_mask=attention_mask,
+            output_attentions=output_attentions,
+            **kwargs,
         )
-        hidden_states, cross_attn_weights = self._sublayer(
-            hidden_states,
-            self.encoder_attn_layer_norm,
-            lambda x: self.encoder_attn(
-                x,
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        if not self.normalize_before:
+            hidden_states = self.self_attn_layer_norm(hidden_states)
+
+        cross_attn_weights = None
+        if encoder_hidden_states is not None:
+            residual = hidden_states
+            if self.normalize_before:
+                hidden_states = self.encoder_attn_layer_norm(hidden_states)
+            # Queries from the decoder, keys and values from the encoder output (§3.2.3).
+            hidden_states, cross_attn_weights = self.encoder_attn(
+                hidden_states,
                 key_value_states=encoder_hidden_states,
                 past_key_values=past_key_values,
                 attention_mask=encoder_attention_mask,
                 output_attentions=output_attentions,
                 **kwargs,
-            ),
-        )
-        hidden_states, _ = self._sublayer(hidden_states, self.final_layer_norm, lambda x: (self.mlp(x), None))
+            )
+            hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+            hidden_states = residual + hidden_states
+            if not self.normalize_before:
+                hidden_states = self.encoder_attn_layer_norm(hidden_states)
+
+        residual = hidden_states
+        if self.normalize_before:
+            hidden_states = self.final_layer_norm(hidden_states)
+        hidden_states = self.mlp(hidden_states)
+        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
+        hidden_states = residual + hidden_states
+        if not self.normalize_before:
+            hidden_states = self.final_layer_norm(hidden_states)
         return hidden_states, self_attn_weights, cross_attn_weights
 
 
@@ -363,6 +390,12 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     # generate(cache_implementation="static") can compile it; tests/test_modeling.py checks it.
     _can_compile_fullgraph = True
 
+    def __init__(self, config: VanillaTransformerConfig, *inputs, **kwargs):
+        # A configuration checks each field alone when it is set after construction; how the fields combine
+        # (heads dividing d_model, one vocabulary when shared) is checked here, before any layer is sized.
+        config._validate()
+        super().__init__(config, *inputs, **kwargs)
+
     @classmethod
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         try:
@@ -371,8 +404,9 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             # safetensors' own message ("Error while deserializing header") names neither file nor remedy.
             if type(error).__name__ == "SafetensorError":
                 raise OSError(
-                    f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file there is "
-                    f"truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
+                    f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file "
+                    f"there is truncated or corrupt ({error}). Download or save the model again; nothing was "
+                    "loaded."
                 ) from error
             raise
 
@@ -400,21 +434,20 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
 
 class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
-    """What encoder and decoder share: token embeddings (possibly the shared matrix), positions, the layer
-    stack, and the final LayerNorm that pre-LN needs (the residual stream is otherwise never normalised)."""
+    """What encoder and decoder share: token embeddings, positions, the layer stack, and the final LayerNorm
+    that pre-LN needs (the residual stream is otherwise never normalised).
+
+    Each stack owns its `embed_tokens`; when the vocabulary is shared (§3.4), [`VanillaTransformerModel`] ties
+    their weights to its `shared` matrix, as Marian does.
+    """
 
     def __init__(
-        self,
-        config: VanillaTransformerConfig,
-        vocab_size: int,
-        layer_class: type[nn.Module],
-        num_layers: int,
-        embed_tokens: nn.Embedding | None = None,
+        self, config: VanillaTransformerConfig, vocab_size: int, layer_class: type[nn.Module], num_layers: int
     ):
         super().__init__(config)
         self.dropout = config.dropout
         self.embed_scale = math.sqrt(config.d_model) if config.scale_embedding else 1.0
-        self.embed_tokens = embed_tokens or nn.Embedding(vocab_size, config.d_model, config.pad_token_id)
+        self.embed_tokens = nn.Embedding(vocab_size, config.d_model, config.pad_token_id)
         self.embed_positions = VanillaTransformerPositionalEmbedding(
             config.max_position_embeddings,
             config.d_model,
@@ -454,10 +487,8 @@ class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
 class VanillaTransformerEncoder(_VanillaTransformerStack):
     """A stack of `config.encoder_layers` encoder layers (§3.1), over embedded source tokens."""
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
-        super().__init__(
-            config, config.vocab_size, VanillaTransformerEncoderLayer, config.encoder_layers, embed_tokens
-        )
+    def __init__(self, config: VanillaTransformerConfig):
+        super().__init__(config, config.vocab_size, VanillaTransformerEncoderLayer, config.encoder_layers)
 
     def forward(
         self,
@@ -495,15 +526,18 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
 
 
 class VanillaTransformerDecoder(_VanillaTransformerStack):
-    """A stack of `config.decoder_layers` decoder layers (§3.1) over embedded, right-shifted target tokens."""
+    """A stack of `config.decoder_layers` decoder layers (§3.1) over embedded, right-shifted target tokens.
 
-    def __init__(self, config: VanillaTransformerConfig, embed_tokens: nn.Embedding | None = None):
+    Without `encoder_hidden_states` the decoder runs alone, as a causal language model: every layer skips its
+    encoder-decoder attention and the cache fills only its self-attention half. This is how Marian's decoder
+    behaves (`MarianForCausalLM` is built on it); the project imports Marian/OPUS-MT checkpoints, so code
+    written against Marian's decoder must run on this one unchanged. Within the encoder-decoder model the
+    decoder always gets the encoder output.
+    """
+
+    def __init__(self, config: VanillaTransformerConfig):
         super().__init__(
-            config,
-            config.decoder_vocab_size,
-            VanillaTransformerDecoderLayer,
-            config.decoder_layers,
-            embed_tokens,
+            config, config.decoder_vocab_size, VanillaTransformerDecoderLayer, config.decoder_layers
         )
 
     def forward(
@@ -520,8 +554,6 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
         return_dict: bool | None = None,
         **kwargs,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        if encoder_hidden_states is None:
-            raise ValueError("The decoder needs `encoder_hidden_states` (the encoder output) to attend to.")
         output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if self.gradient_checkpointing and self.training and use_cache:
@@ -540,8 +572,8 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
             if capacity > self.config.max_position_embeddings:
                 raise ValueError(
                     f"The static cache holds {capacity} decoder positions, more than the model allows "
-                    f"(max_position_embeddings={self.config.max_position_embeddings}). Lower `max_new_tokens` "
-                    f"or `max_length` to at most {self.config.max_position_embeddings}."
+                    f"(max_position_embeddings={self.config.max_position_embeddings}). Lower "
+                    f"`max_new_tokens` or `max_length` to at most {self.config.max_position_embeddings}."
                 )
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         self_attn_cache = (
@@ -559,16 +591,17 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
                 torch.arange(hidden_states.shape[1], device=hidden_states.device) + past_length
             ).unsqueeze(0),
         )
-        encoder_attention_mask = create_bidirectional_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=encoder_attention_mask,
-            encoder_hidden_states=encoder_hidden_states,
-        )
+        if encoder_hidden_states is not None:
+            encoder_attention_mask = create_bidirectional_mask(
+                config=self.config,
+                inputs_embeds=hidden_states,
+                attention_mask=encoder_attention_mask,
+                encoder_hidden_states=encoder_hidden_states,
+            )
 
         all_hidden_states = () if output_hidden_states else None
         all_self_attns = () if output_attentions else None
-        all_cross_attns = () if output_attentions else None
+        all_cross_attns = () if output_attentions and encoder_hidden_states is not None else None
         for layer in self.layers:
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
@@ -583,6 +616,7 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
             )
             if output_attentions:
                 all_self_attns += (self_attn_weights,)
+            if all_cross_attns is not None:
                 all_cross_attns += (cross_attn_weights,)
         if self.layer_norm is not None:
             hidden_states = self.layer_norm(hidden_states)
@@ -604,19 +638,25 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         if config.share_encoder_decoder_embeddings:
-            # §3.4: one embedding matrix for both stacks. The encoder and decoder hold the same module,
-            # so the weights are shared in memory; `_tied_weights_keys` lets save/load store it once.
+            # §3.4: one embedding matrix for both stacks, tied into each stack's `embed_tokens` as a
+            # parameter, not as a shared module, as Marian ties it: `from_pretrained` builds the model untied,
+            # loads, then ties, so that a checkpoint without this matrix is reported missing.
             self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
-            self.encoder = VanillaTransformerEncoder(config, self.shared)
-            self.decoder = VanillaTransformerDecoder(config, self.shared)
             self._tied_weights_keys = {
                 "encoder.embed_tokens.weight": "shared.weight",
                 "decoder.embed_tokens.weight": "shared.weight",
             }
-        else:
-            self.encoder = VanillaTransformerEncoder(config)
-            self.decoder = VanillaTransformerDecoder(config)
+        self.encoder = VanillaTransformerEncoder(config)
+        self.decoder = VanillaTransformerDecoder(config)
         self.post_init()
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
+        """transformers ties no weight at all when `config.tie_word_embeddings` is off. Here that flag
+        concerns `lm_head` only; `share_encoder_decoder_embeddings` alone decides whether the stacks share
+        their input embeddings."""
+        if all_submodels or not self.config.share_encoder_decoder_embeddings:
+            return super().get_expanded_tied_weights_keys(all_submodels)
+        return dict(self._tied_weights_keys)
 
     def get_input_embeddings(self) -> nn.Embedding:
         return self.encoder.embed_tokens
@@ -645,8 +685,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     ) -> Seq2SeqModelOutput:
         r"""
         decoder_input_ids (`torch.LongTensor` of shape `(batch_size, target_length)`):
-            Right-shifted target tokens starting with `config.decoder_start_token_id` (see `shift_tokens_right`).
-            With `past_key_values`, only the tokens not yet in the cache.
+            Right-shifted target tokens starting with `config.decoder_start_token_id` (see
+            `shift_tokens_right`). With `past_key_values`, only the tokens not yet in the cache.
         encoder_outputs: the encoder's output, to skip running the encoder again (as `generate()` does).
         """
         if encoder_outputs is None:
@@ -689,7 +729,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
 
 
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
-    """The Transformer with its output projection and softmax (§3.4): the model to train and to `generate()` with.
+    """The Transformer with its output projection and softmax (§3.4): the model to train and to `generate()`
+    with.
 
     The loss for `labels` is cross-entropy with the label smoothing of `config.label_smoothing` (§5.4),
     ignoring -100. Under gradient accumulation the Trainer passes `num_items_in_batch`, and the loss is
@@ -702,22 +743,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         super().__init__(config)
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
-        tied = {}
-        if config.share_encoder_decoder_embeddings:
-            tied.update(
-                {
-                    "model.encoder.embed_tokens.weight": "model.shared.weight",
-                    "model.decoder.embed_tokens.weight": "model.shared.weight",
-                }
-            )
-        if config.tie_word_embeddings:
-            source = (
-                "model.shared.weight"
-                if config.share_encoder_decoder_embeddings
-                else ("model.decoder.embed_tokens.weight")
-            )
-            tied["lm_head.weight"] = source
-        self._tied_weights_keys = tied
+        # §3.4: the output projection is the decoder's input embedding. Ties of the bare model (its `shared`
+        # matrix) come with it; transformers applies this one only when `config.tie_word_embeddings` is on.
+        decoder_embedding = (
+            "model.shared.weight"
+            if config.share_encoder_decoder_embeddings
+            else "model.decoder.embed_tokens.weight"
+        )
+        self._tied_weights_keys = {"lm_head.weight": decoder_embedding}
         self.post_init()
         # §6.1 decoding: beam size 4, length penalty alpha 0.6, stop when no beam can improve. A saved
         # generation_config.json (written by `save_pretrained`) carries these and overrides them on load.

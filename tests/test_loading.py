@@ -1,14 +1,18 @@
 """Loading the way users do: save/load, Auto classes, trust_remote_code in a fresh process, the pipeline,
 every generate() strategy, and the Trainer."""
 
+import collections
 import json
+import re
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors import safe_open
+from safetensors.torch import load_file, save_file
 from transformers import (
     AutoConfig,
     AutoModel,
@@ -31,6 +35,7 @@ from hf_vanilla_transformer.saving import save_model_folder
 from .conftest import tiny_config
 
 DECODER_INPUT = [[1, 5, 6, 7]]
+SAVED_BEFORE_REFACTOR = Path(__file__).parent / "fixtures" / "saved_model_before_refactor"
 
 
 def test_save_load_round_trip_keeps_tying_and_logits(tmp_path, tiny_model, padded_batch):
@@ -48,7 +53,8 @@ def test_save_load_round_trip_keeps_tying_and_logits(tmp_path, tiny_model, padde
     assert info["missing_keys"] == set() or not info["missing_keys"]
     assert not info["unexpected_keys"]
     assert loaded.lm_head.weight is loaded.model.shared.weight
-    assert loaded.model.decoder.embed_tokens is loaded.model.shared
+    assert loaded.model.encoder.embed_tokens.weight is loaded.model.shared.weight
+    assert loaded.model.decoder.embed_tokens.weight is loaded.model.shared.weight
     decoder_input_ids = torch.tensor(DECODER_INPUT * 3)
     with torch.no_grad():
         expected = tiny_model(**padded_batch, decoder_input_ids=decoder_input_ids).logits
@@ -56,6 +62,26 @@ def test_save_load_round_trip_keeps_tying_and_logits(tmp_path, tiny_model, padde
     torch.testing.assert_close(actual, expected, atol=0, rtol=0)
     gen = json.loads((tmp_path / "generation_config.json").read_text())
     assert (gen["num_beams"], gen["length_penalty"]) == (4, 0.6)  # §6.1
+
+
+@pytest.mark.parametrize("variant", ["paper", "pre_ln_learned_untied"])
+def test_folder_saved_before_refactor_loads_with_same_logits(variant):
+    """Folders saved by an earlier version of the modeling code (by
+    tests/fixtures/make_saved_model_before_refactor.py) load with every weight in place and give the logits
+    stored beside them: a rewrite of the model must keep both its state-dict keys and its arithmetic."""
+    folder = SAVED_BEFORE_REFACTOR / variant
+    model, info = VanillaTransformerForConditionalGeneration.from_pretrained(folder, output_loading_info=True)
+    assert {name: entries for name, entries in info.items() if entries} == {}
+    stored = load_file(folder / "expected_logits.safetensors")
+    expected = stored.pop("logits")
+    with torch.no_grad():
+        logits = model.eval()(**stored).logits
+    torch.testing.assert_close(logits, expected, atol=1e-6, rtol=1e-6)
+    if variant == "paper":
+        assert model.lm_head.weight is model.model.shared.weight
+    else:
+        assert model.lm_head.weight is not model.model.decoder.embed_tokens.weight
+        assert model.model.encoder.embed_tokens is not model.model.decoder.embed_tokens
 
 
 def test_untied_model_round_trip(tmp_path, padded_batch):
@@ -75,6 +101,92 @@ def test_untied_model_round_trip(tmp_path, padded_batch):
             loaded.eval()(**padded_batch, decoder_input_ids=decoder_input_ids).logits,
             model(**padded_batch, decoder_input_ids=decoder_input_ids).logits,
         )
+
+
+EMBEDDING_LAYOUTS = {
+    "three_way_tied": {},
+    "shared_inputs_separate_lm_head": {"tie_word_embeddings": False},
+    "untied": {
+        "share_encoder_decoder_embeddings": False,
+        "tie_word_embeddings": False,
+        "decoder_vocab_size": 30,
+    },
+}
+
+
+@pytest.mark.parametrize("layout", EMBEDDING_LAYOUTS)
+@pytest.mark.parametrize("model_class", [VanillaTransformerModel, VanillaTransformerForConditionalGeneration])
+def test_checkpoint_without_any_weight_reports_every_parameter_missing(tmp_path, model_class, layout):
+    """transformers' common test `test_model_weights_reload_no_missing_tied_weights` (in
+    tests/test_modeling_common.py of the transformers source, v5.23): with a checkpoint that holds none of the
+    weights, every parameter, the embedding matrices included, must be reported missing, and nothing else."""
+    model_class(tiny_config(**EMBEDDING_LAYOUTS[layout])).save_pretrained(tmp_path)
+    save_file({"tensor": torch.tensor([1, 2])}, tmp_path / "model.safetensors", metadata={"format": "pt"})
+    reloaded, info = model_class.from_pretrained(tmp_path, output_loading_info=True)
+
+    param_names = {name for name, _ in reloaded.named_parameters()} | {
+        name for name, _ in reloaded.named_buffers()
+    }
+    missing = set(info["missing_keys"])
+    # Tied names other than the one `named_parameters` lists are reported too; they are not "extra".
+    storages = collections.defaultdict(list)
+    for name, tensor in reloaded.state_dict().items():
+        storages[tensor.untyped_storage().data_ptr()].append(name)
+    extra_missing = missing - param_names
+    for group in (names for names in storages.values() if len(names) > 1):
+        if set(group) - extra_missing:
+            extra_missing -= set(group)
+    assert extra_missing == set()
+    non_persistent = {name for name, _ in reloaded.named_buffers()} - set(reloaded.state_dict())
+    ignored = {
+        name
+        for name in param_names
+        if any(re.search(pattern, name) for pattern in reloaded._keys_to_ignore_on_load_missing or ())
+    }
+    assert param_names - missing - non_persistent == ignored == set()
+    assert not any(p.device.type == "meta" for p in reloaded.parameters())
+
+
+@pytest.mark.parametrize("model_class", [VanillaTransformerModel, VanillaTransformerForConditionalGeneration])
+def test_checkpoint_without_shared_embedding_reports_it_missing(tmp_path, model_class):
+    """A checkpoint lacking only the embedding matrix does not load silently with random embeddings."""
+    torch.manual_seed(0)
+    model = model_class(tiny_config())
+    model.save_pretrained(tmp_path)
+    weights = load_file(tmp_path / "model.safetensors")
+    shared_key = next(key for key in weights if key.endswith("shared.weight"))
+    del weights[shared_key]
+    save_file(weights, tmp_path / "model.safetensors", metadata={"format": "pt"})
+
+    reloaded, info = model_class.from_pretrained(tmp_path, output_loading_info=True)
+    assert shared_key in info["missing_keys"]
+    assert not info["unexpected_keys"]
+    shared = reloaded.get_input_embeddings().weight
+    assert shared.device.type == "cpu" and torch.isfinite(shared).all()  # re-initialised, not left empty
+    assert not torch.equal(shared, model.get_input_embeddings().weight)
+
+
+@pytest.mark.parametrize("layout", EMBEDDING_LAYOUTS)
+@pytest.mark.parametrize("model_class", [VanillaTransformerModel, VanillaTransformerForConditionalGeneration])
+def test_round_trip_reports_nothing_missing_and_keeps_ties(tmp_path, model_class, layout):
+    config = tiny_config(**EMBEDDING_LAYOUTS[layout])
+    torch.manual_seed(0)
+    model = model_class(config).eval()
+    model.save_pretrained(tmp_path)
+    reloaded, info = model_class.from_pretrained(tmp_path, output_loading_info=True)
+    assert {name: entries for name, entries in info.items() if entries} == {}
+    for original in (model, reloaded):
+        base = original if model_class is VanillaTransformerModel else original.model
+        encoder_embedding = base.encoder.embed_tokens.weight
+        decoder_embedding = base.decoder.embed_tokens.weight
+        # `share_encoder_decoder_embeddings` alone decides the input tie, whatever `tie_word_embeddings` says.
+        assert (encoder_embedding is decoder_embedding) == config.share_encoder_decoder_embeddings
+        if config.share_encoder_decoder_embeddings:
+            assert encoder_embedding is base.shared.weight
+        if model_class is VanillaTransformerForConditionalGeneration:
+            assert (original.lm_head.weight is decoder_embedding) == config.tie_word_embeddings
+    for name, tensor in model.state_dict().items():
+        torch.testing.assert_close(reloaded.state_dict()[name], tensor, atol=0, rtol=0, msg=name)
 
 
 def test_auto_classes_know_the_model(tmp_path, tiny_model):
@@ -109,15 +221,16 @@ REMOTE_CODE_SCRIPT = textwrap.dedent(
     model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
     batch = json.loads(sys.argv[2])
     with torch.no_grad():
-        logits = model(input_ids=torch.tensor(batch["input_ids"]), attention_mask=torch.tensor(batch["attention_mask"]),
+        logits = model(input_ids=torch.tensor(batch["input_ids"]),
+                       attention_mask=torch.tensor(batch["attention_mask"]),
                        decoder_input_ids=torch.tensor(batch["decoder_input_ids"])).logits
     # As for any model with custom code, AutoTokenizer reads config.json and so is told to trust it too.
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     pipe = pipeline(model=folder, trust_remote_code=True)
     texts = pipe(["ein hund läuft", "zwei katzen schlafen im park"], num_beams=2, max_new_tokens=5)
     assert "hf_vanilla_transformer" not in sys.modules, "the package must not be needed"
-    print(json.dumps({"logits": logits.tolist(), "class": type(model).__name__, "tokenizer": type(tokenizer).__name__,
-                      "texts": texts}))
+    print(json.dumps({"logits": logits.tolist(), "class": type(model).__name__,
+                      "tokenizer": type(tokenizer).__name__, "texts": texts}))
     """
 )
 

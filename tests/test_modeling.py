@@ -4,7 +4,7 @@ import copy
 
 import pytest
 import torch
-from transformers import CompileConfig
+from transformers import AutoConfig, CompileConfig, EncoderDecoderCache
 
 from hf_vanilla_transformer import (
     VanillaTransformerConfig,
@@ -116,6 +116,66 @@ def test_static_cache_beam_search_matches_dynamic_cache(padded_batch, tiny_model
     settings = dict(num_beams=3, max_new_tokens=8, min_new_tokens=8, early_stopping=True)
     static = tiny_model.generate(**padded_batch, cache_implementation="static", **settings)
     assert torch.equal(static, tiny_model.generate(**padded_batch, **settings))
+
+
+# The decoder alone: a causal language model, as Marian's decoder ----------------------------------------
+
+
+def _decoder_only_logits(model, input_ids, **kwargs):
+    decoder_output = model.get_decoder()(input_ids=input_ids, **kwargs)
+    return model.lm_head(decoder_output.last_hidden_state), decoder_output
+
+
+@pytest.mark.parametrize("normalize_before", [False, True])
+def test_decoder_alone_runs_as_causal_lm_and_cached_steps_match_full_forward(normalize_before):
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(normalize_before=normalize_before)).eval()
+    cross_calls = []
+    hooks = [
+        layer.encoder_attn.register_forward_hook(lambda *_: cross_calls.append(1))
+        for layer in model.get_decoder().layers
+    ]
+    input_ids = torch.randint(4, TINY_VOCAB, (2, 7), generator=torch.Generator().manual_seed(5))
+    with torch.no_grad():
+        full_logits, full = _decoder_only_logits(model, input_ids, use_cache=True, output_attentions=True)
+        assert full.last_hidden_state.shape == (2, 7, 32)
+        assert len(full.attentions) == 2 and full.cross_attentions is None
+        assert torch.triu(full.attentions[0][0, 0], diagonal=1).abs().max() == 0  # causal
+        assert isinstance(full.past_key_values, EncoderDecoderCache)
+        assert full.past_key_values.self_attention_cache.get_seq_length() == 7
+        assert full.past_key_values.cross_attention_cache.get_seq_length() == 0
+
+        # Prefix of 3 in one call, then one token at a time through the cache.
+        step_logits, step = _decoder_only_logits(model, input_ids[:, :3], use_cache=True)
+        steps, cache = [step_logits], step.past_key_values
+        for position in range(3, 7):
+            step_logits, step = _decoder_only_logits(
+                model, input_ids[:, position : position + 1], past_key_values=cache, use_cache=True
+            )
+            steps.append(step_logits)
+            cache = step.past_key_values
+    for hook in hooks:
+        hook.remove()
+    assert not cross_calls, "the decoder alone must skip encoder-decoder attention"
+    assert cache.self_attention_cache.get_seq_length() == 7
+    torch.testing.assert_close(torch.cat(steps, dim=1), full_logits, atol=1e-5, rtol=0)
+    # Position i sees only positions up to i: a shorter input gives the same first logits.
+    torch.testing.assert_close(
+        _decoder_only_logits(model, input_ids[:, :4], use_cache=False)[0],
+        full_logits[:, :4],
+        atol=1e-5,
+        rtol=0,
+    )
+
+
+def test_decoder_alone_respects_padding_mask():
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config()).eval()
+    input_ids = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0]])
+    with torch.no_grad():
+        padded, _ = _decoder_only_logits(model, input_ids, attention_mask=(input_ids != 0).long())
+        alone, _ = _decoder_only_logits(model, input_ids[1:, :2])
+    torch.testing.assert_close(padded[1, :2], alone[0], atol=1e-5, rtol=0)
 
 
 # 2. Padding does not leak ------------------------------------------------------------------------------
@@ -304,6 +364,84 @@ def test_bad_config_raises_value_error_naming_values(overrides, message):
         tiny_config(**overrides)
 
 
+@pytest.mark.parametrize(
+    ("aliases", "message"),
+    [
+        (
+            {"hidden_size": 30, "num_attention_heads": 4},
+            r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\).*"
+            r"Choose a head count that divides 30.*`hidden_size` sets `d_model`",
+        ),
+        # The alias reaches the encoder only: the decoder keeps 8 heads, which do not divide 36.
+        (
+            {"hidden_size": 36, "num_attention_heads": 4},
+            r"`d_model` \(36\) must be divisible by `decoder_attention_heads` \(8\).*"
+            r"`num_attention_heads` sets `encoder_attention_heads` only",
+        ),
+        (
+            {"num_hidden_layers": 0},
+            r"`encoder_layers` must be a positive integer, got 0.*"
+            r"`num_hidden_layers` sets `encoder_layers` only",
+        ),
+        ({"d_model": 64, "hidden_size": 32}, r"both `d_model=64` and its alias `hidden_size=32`"),
+    ],
+)
+def test_config_built_through_aliases_is_validated(aliases, message):
+    with pytest.raises(ValueError, match=message):
+        AutoConfig.for_model("vanilla_transformer", **aliases)
+    with pytest.raises(ValueError, match=message):
+        VanillaTransformerConfig(**aliases)
+
+
+def test_aliases_set_what_the_docstring_says():
+    config = AutoConfig.for_model(
+        "vanilla_transformer", hidden_size=64, num_attention_heads=4, num_hidden_layers=3
+    )
+    assert (config.d_model, config.encoder_attention_heads, config.encoder_layers) == (64, 4, 3)
+    assert (config.decoder_attention_heads, config.decoder_layers) == (8, 6)  # the decoder's own values
+    # A preset override given by alias replaces the preset's field instead of clashing with it.
+    assert VanillaTransformerConfig.from_preset("transformer-tiny", hidden_size=64).d_model == 64
+    with pytest.raises(ValueError, match=r"`d_model` \(30\).*`encoder_attention_heads` \(4\)"):
+        VanillaTransformerConfig.from_preset("transformer-tiny", hidden_size=30)
+
+
+def test_from_pretrained_overrides_by_alias_are_validated(tmp_path):
+    tiny_config().save_pretrained(tmp_path)
+    assert AutoConfig.from_pretrained(tmp_path, hidden_size=64).d_model == 64
+    with pytest.raises(
+        ValueError, match=r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\)"
+    ):
+        AutoConfig.from_pretrained(tmp_path, hidden_size=30)
+
+
+def test_setting_fields_after_construction_is_validated(tmp_path):
+    config = tiny_config()
+    # A field that is wrong on its own is rejected when set, by its name or its alias, and left unchanged.
+    for name, value, message in [
+        ("num_attention_heads", 0, r"`encoder_attention_heads` must be a positive integer, got 0"),
+        ("num_hidden_layers", 1.5, r"`encoder_layers` must be a positive integer, got 1.5"),
+        ("hidden_size", -32, r"`d_model` must be a positive integer, got -32"),
+        ("dropout", 1.5, r"`dropout` must be in \[0, 1\), got 1.5"),
+        ("position_embedding_type", "rotary", r"'rotary'"),
+    ]:
+        before = getattr(config, name)
+        with pytest.raises(ValueError, match=message):
+            setattr(config, name, value)
+        assert getattr(config, name) == before
+    # Fields that only fail together can be edited one at a time; the combination is checked before a model
+    # is built from it, and before it is saved.
+    config.hidden_size = 30
+    with pytest.raises(
+        ValueError, match=r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\)"
+    ):
+        VanillaTransformerForConditionalGeneration(config)
+    with pytest.raises(ValueError, match=r"`d_model` \(30\)"):
+        config.save_pretrained(tmp_path)
+    config.update({"num_attention_heads": 5, "decoder_attention_heads": 5})
+    model = VanillaTransformerForConditionalGeneration(config)
+    assert model.model.encoder.layers[0].self_attn.head_dim == 6
+
+
 def test_unknown_preset_lists_available():
     with pytest.raises(ValueError, match="transformer-base"):
         VanillaTransformerConfig.from_preset("transformer-huge")
@@ -333,7 +471,8 @@ def test_sinusoidal_table_is_the_papers_formula():
 
 def test_embeddings_are_scaled_and_three_way_tied(tiny_model):
     model = tiny_model.model
-    assert model.encoder.embed_tokens is model.shared and model.decoder.embed_tokens is model.shared
+    assert model.encoder.embed_tokens.weight is model.shared.weight
+    assert model.decoder.embed_tokens.weight is model.shared.weight
     assert tiny_model.lm_head.weight is model.shared.weight
     assert model.encoder.embed_scale == pytest.approx(32**0.5)
 

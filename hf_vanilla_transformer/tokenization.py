@@ -31,7 +31,13 @@ from tokenizers.trainers import BpeTrainer
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from .data.translation import iter_text_lines
-from .series.grammar import DIGIT_SPLIT_PATTERN, FUNCTIONS, SPLIT_PATTERN
+from .series.grammar import (
+    DIGIT_SPLIT_PATTERN,
+    FUNCTIONS,
+    SPLIT_PATTERN,
+    TUTORIAL_TOKEN_PATTERN,
+    TUTORIAL_VOCABULARY,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -267,6 +273,26 @@ def train_series_tokenizer(
     return wrapped
 
 
+def tutorial_series_tokenizer(
+    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, output_dir: str | os.PathLike | None = None
+) -> PreTrainedTokenizerFast:
+    """The character-level vocabulary of Judge & Prosper's series tutorial, as a tokenizer that
+    `AutoTokenizer` loads like the trained ones: function names, symbols, single digits, operators and
+    `O(x**6)` each one token (`series.grammar.TUTORIAL_TOKEN_PATTERN`), the same special tokens and ids.
+
+    Nothing is learned, so there is nothing to train. Decoding is exact for every text of the series grammar
+    (`decode(encode(s), skip_special_tokens=True) == s`); any other character becomes `<unk>`.
+    """
+    vocab = {token: token_id for token_id, token in enumerate((*SPECIAL_TOKENS, *TUTORIAL_VOCABULARY))}
+    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=UNK_TOKEN))
+    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(TUTORIAL_TOKEN_PATTERN), behavior="isolated")
+    tokenizer.decoder = decoders.Fuse()  # concatenate: the spaces live inside the " + " and " - " tokens
+    wrapped = _wrap(tokenizer, model_max_length)
+    if output_dir is not None:
+        wrapped.save_pretrained(output_dir)
+    return wrapped
+
+
 def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
     """`AutoTokenizer.from_pretrained`, plus a check that the special-token ids are the ones the model
     config expects (pad 0, bos 1, eos 2, unk 3)."""
@@ -326,4 +352,5 @@ __all__ = [
     "sequence_length_report",
     "train_series_tokenizer",
     "train_translation_tokenizer",
+    "tutorial_series_tokenizer",
 ]

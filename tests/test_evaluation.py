@@ -82,3 +82,21 @@ def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
     ]
     only_new = exact_match_by_train_overlap(["exp(a*x)"], ["p"], ["p"], train)
     assert [(r["expression"], r["n"], r["exact_match_stderr"]) for r in only_new] == [("new", 1, 0.0)]
+
+
+def test_series_exact_match_breaks_down_by_the_tutorials_length_limit():
+    """The tutorial kept pairs of at most 200 of its tokens, start and end included: `x` is 3 tokens."""
+    from hf_vanilla_transformer.series.grammar import tutorial_length
+    from hf_vanilla_transformer.series.reports import exact_match_by_tutorial_length
+
+    assert tutorial_length("x") == 3 and tutorial_length("sinh(2*g*x) + O(x**6)") == 12
+    long_series = " + ".join(["a*x"] * 50)  # 50 * 3 tokens + 49 signs + 2 = 201
+    assert tutorial_length(long_series) == 201
+    sources = ["sin(a*x)", "sin(a*x)", "tan(b*x)"]
+    references = ["a*x + O(x**6)", long_series, "b*x + O(x**6)"]
+    predictions = ["a*x + O(x**6)", long_series, "wrong"]
+    rows = exact_match_by_tutorial_length(sources, predictions, references)
+    assert [(r["tutorial_length"], r["n"], r["exact_match"]) for r in rows] == [
+        ("within 200 tutorial tokens", 2, 0.5),
+        ("longer than 200 tutorial tokens", 1, 1.0),
+    ]

@@ -24,6 +24,7 @@ from hf_vanilla_transformer.tokenization import (
     sequence_length_report,
     train_series_tokenizer,
     train_translation_tokenizer,
+    tutorial_series_tokenizer,
 )
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
@@ -310,17 +311,43 @@ def test_series_round_trip_on_a_whole_generated_data_set(tmp_path):
 
     generate_series_dataset(tmp_path / "data", 300, seed=5, test_size=60, validation_size=30, progress=False)
     data = load_from_disk(str(tmp_path / "data"))
-    for integer_digits in (False, True):
-        tokenizer = train_series_tokenizer(
+    tokenizers = {
+        f"bpe, integer_digits={integer_digits}": train_series_tokenizer(
             (text for row in data["train"] for text in (row["expression"], row["series"])),
             vocab_size=300,
             integer_digits=integer_digits,
             show_progress=False,
         )
+        for integer_digits in (False, True)
+    }
+    tutorial_series_tokenizer(output_dir=tmp_path / "tutorial")
+    tokenizers["tutorial"] = AutoTokenizer.from_pretrained(tmp_path / "tutorial")
+    for name, tokenizer in tokenizers.items():
         for split in data.values():
             texts = [*split["expression"], *split["series"]]
-            decoded = tokenizer.batch_decode(tokenizer(texts)["input_ids"], skip_special_tokens=True)
-            assert decoded == texts, f"integer_digits={integer_digits}"
+            ids = tokenizer(texts)["input_ids"]
+            assert tokenizer.batch_decode(ids, skip_special_tokens=True) == texts, name
+            assert not any(tokenizer.unk_token_id in sequence for sequence in ids), name
+
+
+def test_tutorial_tokenizer_has_the_tutorials_tokens_and_lengths():
+    """One token per function name, symbol, digit, operator and O(x**6); lengths are the tutorial's, minus its
+    start token (the model's decoder start token is not part of the text)."""
+    from hf_vanilla_transformer.series.grammar import tutorial_length
+
+    tokenizer = tutorial_series_tokenizer()
+    text = "sinh(2*g*x)**3 - 12*a/g + O(x**6)"
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer(text)["input_ids"])
+    assert tokens == [
+        "sinh", "(", "2", "*", "g", "*", "x", ")", "**", "3", " - ", "1", "2", "*", "a", "/", "g", " + ",
+        "O(x**6)", "</s>",
+    ]  # fmt: skip
+    assert len(tokens) + 1 == tutorial_length(text)
+    assert (
+        len(tokenizer) == 37
+        and tokenizer.pad_token_id == PAD_TOKEN_ID
+        and tokenizer.unk_token_id == UNK_TOKEN_ID
+    )
 
 
 def test_train_tokenizer_script_integer_digits(tmp_path):

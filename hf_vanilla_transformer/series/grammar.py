@@ -46,6 +46,38 @@ SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/\d+|(?<![*/\d])\d+"
 # ("/15" -> "/", "1", "5"). The model then sees 945 as 9, 4, 5 instead of one symbol it must learn by itself.
 DIGIT_SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/(?=\d)|(?<![*\d])\d|(?<=\d)(?<!\*\d)\d"
 
+# The tokens of Judge & Prosper's tutorial, which feeds the model characters rather than BPE pieces: function
+# names, symbols, single digits, operators and `O(x**6)` as one token. Its vocabulary has one "+" and one "-";
+# here a binary sign keeps the spaces sympy prints around it (" + ", " - ") and a unary minus has none, so that
+# decoding restores the exact text with the same number of tokens.
+TUTORIAL_TOKEN_PATTERN = "|".join(
+    [
+        re.escape(ORDER_TERM),
+        *sorted(FUNCTIONS, key=len, reverse=True),  # "sinh" before "sin"
+        r" [-+] ",
+        r"\*\*",
+        r"[-*/()]",
+        r"\d",
+        *SYMBOL_NAMES,
+        VARIABLE,
+    ]
+)
+TUTORIAL_VOCABULARY = (
+    ORDER_TERM,
+    *FUNCTIONS,
+    " + ",
+    " - ",
+    "**",
+    *"-*/()",
+    *"0123456789",
+    *SYMBOL_NAMES,
+    VARIABLE,
+)
+# The tutorial dropped every pair whose source or target had more than 200 of its tokens, start and end tokens
+# included.
+TUTORIAL_MAX_TOKENS = 200
+_TUTORIAL_TOKEN = re.compile(TUTORIAL_TOKEN_PATTERN)
+
 NAME_PATTERN = r"[A-Za-z_]\w*"
 _NAME = re.compile(NAME_PATTERN)
 SYMBOL = re.compile(rf"\b(?:{'|'.join(SYMBOL_NAMES)})\b")
@@ -58,6 +90,12 @@ COEFFICIENT_INTEGER = re.compile(r"(?<![*\d])\d+")
 def count_terms(expression: str) -> int:
     """The number of function calls in an expression: the generator's "terms" (`exp(c*x)**3 + sin(a*x)` has 2)."""
     return len(FUNCTION_CALL.findall(expression))
+
+
+def tutorial_length(text: str) -> int:
+    """Length of a text in the tutorial's tokens, its start and end tokens included (what its 200-token limit
+    counted)."""
+    return len(_TUTORIAL_TOKEN.findall(text)) + 2
 
 
 def names_in(text: str) -> set[str]:
@@ -178,6 +216,9 @@ __all__ = [
     "SPLIT_PATTERN",
     "SYMBOL",
     "SYMBOL_NAMES",
+    "TUTORIAL_MAX_TOKENS",
+    "TUTORIAL_TOKEN_PATTERN",
+    "TUTORIAL_VOCABULARY",
     "SeriesParseError",
     "VARIABLE",
     "count_terms",
@@ -185,4 +226,5 @@ __all__ = [
     "names_in",
     "parse_expression",
     "parse_series",
+    "tutorial_length",
 ]

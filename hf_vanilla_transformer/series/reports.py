@@ -1,5 +1,6 @@
 """Where a series model goes wrong: exact match broken down by reference length, by the size of the integers
-it has to compute, by the number of terms of the expression, and by overlap with the training expressions.
+it has to compute, by the number of terms of the expression, by overlap with the training expressions, and by
+the tutorial's length limit (the subset its accuracy was measured on).
 
 Each breakdown is a list of rows `{<label>: ..., "n": ..., "exact_match": ..., "exact_match_stderr": ...}`,
 groups without examples left out; `ROW_FORMATS` says how a report prints them.
@@ -10,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 from ..metrics import binomial_standard_error
-from .grammar import COEFFICIENT_INTEGER, count_terms
+from .grammar import COEFFICIENT_INTEGER, TUTORIAL_MAX_TOKENS, count_terms, tutorial_length
 from .renamings import symbol_renaming_shape
 
 # Lower bounds of the bins of reference length (characters); in the 2,000-example test split of the
@@ -25,6 +26,7 @@ ROW_FORMATS = {
     "exact_match_by_largest_integer": "exact match, largest integer of {largest_integer_digits} digits",
     "exact_match_by_term_count": "exact match, {terms}-term expressions",
     "exact_match_by_train_overlap": "exact match, expression {expression}",
+    "exact_match_by_tutorial_length": "exact match, source and target {tutorial_length}",
 }
 
 
@@ -102,6 +104,24 @@ def exact_match_by_train_overlap(
     return _grouped("expression", groups, predictions, references, names.__getitem__)
 
 
+def exact_match_by_tutorial_length(
+    sources: Sequence[str],
+    predictions: Sequence[str],
+    references: Sequence[str],
+    limit: int = TUTORIAL_MAX_TOKENS,
+) -> list[dict]:
+    """Exact match apart for the pairs whose source and reference both fit in `limit` of the tutorial's tokens
+    (start and end tokens included, `grammar.tutorial_length`) and for the longer ones. The tutorial dropped the
+    longer ones, the hardest, from all its splits: the first row is the figure that compares with its
+    accuracy."""
+    groups = [
+        0 if max(tutorial_length(source), tutorial_length(reference)) <= limit else 1
+        for source, reference in zip(sources, references, strict=True)
+    ]
+    names = (f"within {limit} tutorial tokens", f"longer than {limit} tutorial tokens")
+    return _grouped("tutorial_length", groups, predictions, references, names.__getitem__)
+
+
 def series_breakdowns(
     sources: Sequence[str],
     predictions: Sequence[str],
@@ -113,6 +133,7 @@ def series_breakdowns(
         "exact_match_by_reference_length": exact_match_by_reference_length(predictions, references),
         "exact_match_by_largest_integer": exact_match_by_largest_integer(predictions, references),
         "exact_match_by_term_count": exact_match_by_term_count(sources, predictions, references),
+        "exact_match_by_tutorial_length": exact_match_by_tutorial_length(sources, predictions, references),
     }
     if train_sources is not None:
         breakdowns["exact_match_by_train_overlap"] = exact_match_by_train_overlap(

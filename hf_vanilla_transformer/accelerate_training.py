@@ -1,58 +1,118 @@
 """A plain training loop on Accelerate, for users who want the loop in view rather than inside the Trainer.
 
-Same recipe as the Trainer path (Adam 0.9/0.98/1e-9, warmup + inverse square root, label smoothing in the
-model, token-budget batches), with Accelerate doing what it is for: device placement, data sharding
-across processes, gradient accumulation, mixed precision, gradient all-reduce, and checkpoints of the
-whole training state (`save_state` / `load_state`). Runs unchanged on one CPU, several CPU processes
-(`accelerate launch --cpu --num_processes 2`), one or many GPUs, or several nodes.
+One recipe, two loops: it reads the same arguments as the Trainer path (`scripts/train.py`), so the same
+recipe files, and builds from them what the Trainer builds. The eq. 3 learning rate, the seeded model and the
+data come from `training.prepare_training`; the optimizer from `optim`, `adam_*` and `weight_decay`, as
+`Trainer.create_optimizer` builds it; the schedule from `lr_scheduler_type` and `warmup_steps` through
+`transformers.get_scheduler`; batches from `TokenBudgetBatchSampler` and `build_seq2seq_collator`; gradient
+clipping at `max_grad_norm`; the `LossLog` (`loss_log.jsonl`, `loss_curves.png`) every `logging_steps`;
+`max_train_minutes` through `TimeBudget`; the final folder through `saving.save_model_folder`.
+
+Accelerate does what it is for: device placement, data sharding across processes, gradient accumulation,
+mixed precision (`bf16`/`fp16`, or the launcher's setting), gradient all-reduce, and checkpoints of the whole
+training state (`save_state` into `state-<step>` every `save_steps`, `load_state` when
+`resume_from_checkpoint` names one). Runs unchanged on one CPU, several CPU processes, one or many GPUs, or
+several nodes. It does not evaluate: the evaluation and generation options are the Trainer's; score the saved
+folder with `scripts/evaluate_model.py`.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator
 from accelerate.utils import set_seed
 from torch.utils.data import DataLoader
-from transformers import DataCollatorForSeq2Seq, get_inverse_sqrt_schedule
+from transformers import Trainer, TrainingArguments, get_scheduler
+from transformers.trainer_utils import rotate_checkpoints
 
-from .training import LOSS_PLOT_NAME, TokenBudgetBatchSampler, example_lengths, plot_loss_curves
+from .data.preprocessing import build_seq2seq_collator
+from .saving import save_model_folder
+from .training import (
+    LossLog,
+    PaperSeq2SeqTrainingArguments,
+    RecipeArguments,
+    TimeBudget,
+    TokenBudgetBatchSampler,
+    example_lengths,
+    prepare_training,
+)
 
 logger = logging.getLogger(__name__)
 
 STATE_DIR_PREFIX = "state-"
 
 
+def create_optimizer(model: torch.nn.Module, args: TrainingArguments) -> torch.optim.Optimizer:
+    """The optimizer `Trainer.create_optimizer` builds from `args`: its class and settings (`optim`,
+    `learning_rate`, `adam_beta1/2`, `adam_epsilon`) from `Trainer.get_optimizer_cls_and_kwargs`, and
+    `weight_decay` on the parameters the Trainer decays (all but biases and LayerNorm)."""
+    # `get_decay_parameter_names` reads nothing of the Trainer instance.
+    decay = set(Trainer.get_decay_parameter_names(None, model))
+    trainable = [(name, p) for name, p in model.named_parameters() if p.requires_grad]
+    groups = [
+        {"params": [p for name, p in trainable if name in decay], "weight_decay": args.weight_decay},
+        {"params": [p for name, p in trainable if name not in decay], "weight_decay": 0.0},
+    ]
+    optimizer_cls, optimizer_kwargs = Trainer.get_optimizer_cls_and_kwargs(args, model)
+    return optimizer_cls(groups, **optimizer_kwargs)
+
+
+def create_scheduler(optimizer: torch.optim.Optimizer, args: TrainingArguments, num_training_steps: int):
+    """The schedule `Trainer.create_scheduler` builds from `args` (`lr_scheduler_type`, `warmup_steps`,
+    `lr_scheduler_kwargs`) for `num_training_steps` optimizer updates."""
+    return get_scheduler(
+        args.lr_scheduler_type,
+        optimizer=optimizer,
+        num_warmup_steps=args.get_warmup_steps(num_training_steps),
+        num_training_steps=num_training_steps,
+        scheduler_specific_kwargs=args.lr_scheduler_kwargs,
+    )
+
+
 @dataclass
-class LoopArguments:
-    """Options of the Accelerate loop (the model and data options are shared with the Trainer script)."""
+class LoopProgress:
+    """Where the loop stands. Registered with `Accelerator.register_for_checkpointing`, so `save_state` and
+    `load_state` keep it with the model, optimizer, scheduler and random states."""
 
-    output_dir: str = "outputs/accelerate-run"
-    max_steps: int = 1000
-    gradient_accumulation_steps: int = 1
-    warmup_steps: int = 4000
-    lr_scale: float = 1.0
-    mixed_precision: str = "no"
-    use_cpu: bool = False  # needed for several CPU processes: without it Accelerate looks for GPUs
-    seed: int = 0
-    logging_steps: int = 10
-    save_steps: int = 500
-    resume_from_state: str | None = None
-    log_batches: bool = False
+    step: int = 0  # optimizer updates done
+    epoch: int = 0
+    batches_in_epoch: int = 0  # batches this process has taken in the current epoch
+
+    def state_dict(self) -> dict:
+        return asdict(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
 
 
-def train_loop(model, tokenizer, train_dataset, args: LoopArguments, max_tokens: int) -> dict:
-    """Train `model` on a tokenized dataset (`input_ids`, `labels`) and return a summary.
+def _every(value: float, max_steps: int) -> int:
+    """`logging_steps` or `save_steps` as a step count: below 1, a fraction of the run (as in the Trainer)."""
+    return max(1, math.ceil(max_steps * value) if value < 1 else int(value))
 
-    Every process builds the same batches; Accelerate gives each process a different share of them.
-    Only the main process logs and writes files; `save_state` writes model, optimizer, scheduler, RNG
-    and the sampler's epoch, so `resume_from_state` continues a killed run where it stopped.
+
+def train_loop(
+    model,
+    tokenizer,
+    train_dataset,
+    args: TrainingArguments,
+    max_tokens: int,
+    max_train_minutes: float | None = None,
+) -> Path:
+    """Train `model` on a tokenized dataset (`input_ids`, `labels`) as `args` say, and save the final model
+    folder to `<output_dir>/final`, which is returned.
+
+    Every process builds the same batches; Accelerate gives each process a different share of them and
+    averages the gradients, so all processes hold the same weights after every update. Only the main
+    process writes the log and the final folder.
     """
+    if args.save_strategy == "best":
+        raise ValueError("save_strategy 'best' needs evaluation, which this loop does not do: use 'steps'.")
     accelerator = Accelerator(
         gradient_accumulation_steps=args.gradient_accumulation_steps,
         mixed_precision=args.mixed_precision,
@@ -62,84 +122,125 @@ def train_loop(model, tokenizer, train_dataset, args: LoopArguments, max_tokens:
     output_dir = Path(args.output_dir)
 
     # One list of batches for the whole world; `prepare` shards it, process i taking every i-th batch.
-    batch_sampler = TokenBudgetBatchSampler(
-        example_lengths(train_dataset), max_tokens=max_tokens, seed=args.seed
+    sampler = TokenBudgetBatchSampler(example_lengths(train_dataset), max_tokens=max_tokens, seed=args.seed)
+    loader = DataLoader(
+        train_dataset,
+        batch_sampler=sampler,
+        collate_fn=build_seq2seq_collator(tokenizer, model=model),
+        num_workers=args.dataloader_num_workers,
+        # Its own generator: starting an epoch then draws nothing from the global RNG (dropout's), so a
+        # resumed run draws the same dropout masks as an uninterrupted one.
+        generator=torch.Generator().manual_seed(args.seed),
     )
-    collator = DataCollatorForSeq2Seq(tokenizer, model=model, label_pad_token_id=-100)
-    loader = DataLoader(train_dataset, batch_sampler=batch_sampler, collate_fn=collator)
-
-    peak = args.lr_scale * model.config.d_model**-0.5 * args.warmup_steps**-0.5  # eq. 3
-    optimizer = torch.optim.Adam(model.parameters(), lr=peak, betas=(0.9, 0.98), eps=1e-9)
-    # Not passed to `prepare`: the prepared scheduler steps once per process, but eq. 3 counts updates.
-    scheduler = get_inverse_sqrt_schedule(optimizer, num_warmup_steps=args.warmup_steps)
+    optimizer = create_optimizer(model, args)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    accelerator.register_for_checkpointing(scheduler)
+    updates_per_epoch = math.ceil(len(loader) / args.gradient_accumulation_steps)
+    max_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * updates_per_epoch)
+    # Not passed to `prepare`: a prepared scheduler steps once per process, but the schedule counts updates.
+    scheduler = create_scheduler(optimizer.optimizer, args, max_steps)
+    progress = LoopProgress()
+    accelerator.register_for_checkpointing(scheduler, progress)
+    if args.resume_from_checkpoint:
+        accelerator.load_state(args.resume_from_checkpoint)
+        accelerator.print(f"Resumed from {args.resume_from_checkpoint} at step {progress.step}.")
 
-    step, epoch = 0, 0
-    if args.resume_from_state:
-        accelerator.load_state(args.resume_from_state)
-        progress = json.loads((Path(args.resume_from_state) / "progress.json").read_text())
-        step, epoch = progress["step"], progress["epoch"]
-        accelerator.print(f"Resumed from {args.resume_from_state} at step {step}.")
+    logging_steps, save_steps = _every(args.logging_steps, max_steps), _every(args.save_steps, max_steps)
+    saving, every_epoch = args.save_strategy != "no", args.save_strategy == "epoch"
+    loss_log = LossLog(output_dir) if accelerator.is_main_process else None
+    budget = TimeBudget(max_train_minutes) if max_train_minutes is not None else None
+    if budget is not None:
+        budget.start()
+    if args.eval_strategy != "no":
+        logger.info("The Accelerate loop does not evaluate; score the saved folder with evaluate_model.py.")
 
-    history: list[tuple[int, float]] = []
-    seen_batches: list[list[int]] = []
-    running, running_count = 0.0, 0
-    while step < args.max_steps:
-        batch_sampler.set_epoch(epoch)
-        batches_per_epoch = len(loader)
-        skip = (step * args.gradient_accumulation_steps) % batches_per_epoch if args.resume_from_state else 0
-        epoch_loader = accelerator.skip_first_batches(loader, skip) if skip else loader
-        for batch in epoch_loader:
-            if args.log_batches:
-                seen_batches.append(batch["input_ids"].tolist())
+    model.train()
+    running_loss, batches_since_log, grad_norm = torch.zeros((), device=accelerator.device), 0, None
+    done = progress.step >= max_steps
+    while not done:
+        # The loader passes its epoch to the sampler when it holds it directly (one process), and not when it
+        # holds it wrapped (several): set both, so each epoch has its own order, and a resumed run the same.
+        loader.set_epoch(progress.epoch)
+        sampler.set_epoch(progress.epoch)
+        skip = progress.batches_in_epoch  # after resuming, the batches this epoch already trained on
+        for batch in accelerator.skip_first_batches(loader, skip) if skip else loader:
+            progress.batches_in_epoch += 1
             with accelerator.accumulate(model):
                 loss = model(**batch).loss
                 accelerator.backward(loss)
+                if accelerator.sync_gradients and args.max_grad_norm > 0:
+                    grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
                 optimizer.step()
                 optimizer.zero_grad()
-            running += loss.detach().float().item()
-            running_count += 1
+            running_loss += loss.detach().float()
+            batches_since_log += 1
             if not accelerator.sync_gradients:
                 continue
-            scheduler.step()
-            step += 1
-            if step % args.logging_steps == 0 or step == args.max_steps:
-                mean_loss = accelerator.gather(
-                    torch.tensor([running / running_count], device=accelerator.device)
-                )
-                history.append((step, mean_loss.mean().item()))
-                running, running_count = 0.0, 0
-                accelerator.print(
-                    f"step {step}: loss {history[-1][1]:.4f}, lr {scheduler.get_last_lr()[0]:.2e}"
-                )
-            if step % args.save_steps == 0 or step == args.max_steps:
-                state_dir = output_dir / f"{STATE_DIR_PREFIX}{step}"
-                accelerator.save_state(state_dir)
-                if accelerator.is_main_process:
-                    (state_dir / "progress.json").write_text(json.dumps({"step": step, "epoch": epoch}))
-            if step >= args.max_steps:
+            learning_rate = scheduler.get_last_lr()[0]  # the rate this update used, as the Trainer logs it
+            if not accelerator.optimizer_step_was_skipped:  # fp16 skips steps whose gradients overflowed
+                scheduler.step()
+            progress.step += 1
+            done = progress.step >= max_steps or (budget is not None and budget.spent())
+            if progress.step % logging_steps == 0 or done:
+                mean = (running_loss / batches_since_log).reshape(1)
+                logs = {
+                    "loss": accelerator.gather(mean).mean().item(),  # over the logging interval and processes
+                    "learning_rate": learning_rate,
+                    "epoch": progress.epoch + progress.batches_in_epoch / len(loader),
+                }
+                if grad_norm is not None:
+                    logs["grad_norm"] = float(grad_norm)
+                if loss_log is not None:
+                    accelerator.print(loss_log.write(progress.step, logs))
+                running_loss, batches_since_log = torch.zeros_like(running_loss), 0
+            if saving and (done or (not every_epoch and progress.step % save_steps == 0)):
+                save_training_state(accelerator, output_dir, progress.step, args.save_total_limit)
+            if done:
                 break
-        epoch += 1
-        args.resume_from_state = None  # only the first epoch after resuming skips batches
+        else:
+            progress.epoch += 1
+            progress.batches_in_epoch = 0
+            if every_epoch:
+                save_training_state(accelerator, output_dir, progress.step, args.save_total_limit)
+    if budget is not None and progress.step < max_steps:
+        logger.info("Time budget of %.1f minutes reached at step %d.", budget.minutes, progress.step)
 
     accelerator.wait_for_everyone()
-    unwrapped = accelerator.unwrap_model(model)
+    final = output_dir / "final"
     if accelerator.is_main_process:
-        unwrapped.save_pretrained(output_dir / "final")
-        tokenizer.save_pretrained(output_dir / "final")
-        plot_loss_curves(history, [], output_dir / LOSS_PLOT_NAME)
-        (output_dir / "loss_history.json").write_text(json.dumps(history))
-    checksum = sum(p.detach().double().sum().item() for p in unwrapped.parameters())
-    summary = {
-        "rank": accelerator.process_index,
-        "world_size": accelerator.num_processes,
-        "steps": step,
-        "loss_history": history,
-        "weights_checksum": checksum,
-        "batches": seen_batches,
-        "batches_per_epoch": len(loader),
-    }
-    if not math.isfinite(checksum):
-        raise FloatingPointError("Training diverged: the weights contain NaN or inf.")
-    return summary
+        save_model_folder(accelerator.unwrap_model(model), tokenizer, final)
+        loss_log.plot()
+    accelerator.wait_for_everyone()
+    accelerator.end_training()
+    return final
+
+
+def save_training_state(accelerator: Accelerator, output_dir: Path, step: int, keep: int | None) -> Path:
+    """`save_state` into `<output_dir>/state-<step>`, keeping the `keep` most recent such folders (the
+    Trainer's `rotate_checkpoints`)."""
+    folder = output_dir / f"{STATE_DIR_PREFIX}{step}"
+    accelerator.save_state(folder)
+    if accelerator.is_main_process:
+        rotate_checkpoints(str(output_dir), keep, checkpoint_prefix=STATE_DIR_PREFIX.rstrip("-"))
+    return folder
+
+
+def run_accelerate_training(
+    model_args,
+    data_args,
+    recipe_args: RecipeArguments,
+    training_args: PaperSeq2SeqTrainingArguments,
+) -> Path:
+    """Train with `train_loop` from the arguments `training.run_training` takes; return the final folder."""
+    if data_args.max_tokens is None:
+        raise ValueError(
+            "The Accelerate loop batches by token budget: set `max_tokens` (e.g. --max_tokens 4096)."
+        )
+    tokenizer, datasets_, model = prepare_training(model_args, data_args, recipe_args, training_args)
+    return train_loop(
+        model,
+        tokenizer,
+        datasets_["train"],
+        training_args,
+        max_tokens=data_args.max_tokens,
+        max_train_minutes=recipe_args.max_train_minutes,
+    )

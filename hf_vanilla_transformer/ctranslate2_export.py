@@ -30,7 +30,9 @@ _ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activat
 class _VanillaTransformerLoader(BartLoader):
     """Maps `VanillaTransformerForConditionalGeneration` onto `TransformerSpec` (BART's layout, our names)."""
 
-    def get_model_spec(self, model: VanillaTransformerForConditionalGeneration) -> transformer_spec.TransformerSpec:
+    def get_model_spec(
+        self, model: VanillaTransformerForConditionalGeneration
+    ) -> transformer_spec.TransformerSpec:
         config = model.config
         if config.encoder_attention_heads != config.decoder_attention_heads:
             raise ValueError(
@@ -79,8 +81,9 @@ class _VanillaTransformerLoader(BartLoader):
         spec.scale_embeddings = stack.embed_scale
         # Our table for both position types: the sinusoidal one is a buffer, interleaved as in §3.5.
         spec.position_encodings.encodings = stack.embed_positions.weight
-        self.set_embeddings(spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings,
-                            stack.embed_tokens)
+        self.set_embeddings(
+            spec.embeddings[0] if isinstance(spec.embeddings, list) else spec.embeddings, stack.embed_tokens
+        )
         if stack.layer_norm is not None:  # pre-LN: the final LayerNorm of the stack
             self.set_layer_norm(spec.layer_norm, stack.layer_norm)
 

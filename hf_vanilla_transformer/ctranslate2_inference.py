@@ -39,7 +39,11 @@ class CTranslate2Seq2Seq:
     """
 
     def __init__(
-        self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default", intra_threads: int = 0
+        self,
+        model_dir: str | Path,
+        device: str = "cpu",
+        compute_type: str = "default",
+        intra_threads: int = 0,
     ):
         model_dir = Path(model_dir)
         for required in ("model.bin", "tokenizer.json", GENERATION_DEFAULTS_FILE):

@@ -355,7 +355,6 @@ def decode_for_metrics(tokenizer: PreTrainedTokenizerBase, token_ids) -> list[st
 
 def make_compute_metrics(task: Task, tokenizer: PreTrainedTokenizerBase):
     """`compute_metrics` for `Seq2SeqTrainer(predict_with_generate=True)`: the task's numbers, no strings."""
-    task = get_task(task) if isinstance(task, str) else task  # TEMPORARY
     metric = task.load_metric()
 
     def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
@@ -365,7 +364,3 @@ def make_compute_metrics(task: Task, tokenizer: PreTrainedTokenizerBase):
         return {k: v for k, v in scores.items() if not isinstance(v, str)}
 
     return compute_metrics
-
-
-def best_metric_name(task: str) -> str:  # TEMPORARY shim until training.py asks the task object
-    return get_task(task).best_metric

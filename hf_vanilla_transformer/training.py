@@ -1,33 +1,49 @@
-"""The paper's training recipe (§5) on top of `Seq2SeqTrainer`: schedule, token-budget batches, loss plots,
-checkpoint averaging.
+"""The paper's training recipe (§5) on top of `Seq2SeqTrainer`: schedule, token-budget batches, loss log and
+plots, time budget, recipe files, checkpoint averaging. The Accelerate loop (`accelerate_training.py`) reads
+the same recipe through the same pieces.
 
 What comes from libraries: the optimizer (Adam in `Seq2SeqTrainingArguments`), the warmup + inverse
 square-root schedule (transformers' `inverse_sqrt`), label smoothing (`torch.nn.functional.cross_entropy`,
 inside the model), padding (`DataCollatorForSeq2Seq`), distributed sharding and mixed precision
-(Accelerate, through the Trainer). What is written here because no well-kept library offers it for the
-Trainer: batches filled up to a token budget (fairseq's `--max-tokens`, which is how the paper batched,
-§5.1), and averaging the weights of the last N checkpoints (§6.1).
+(Accelerate, through the Trainer), argument and recipe parsing (`HfArgumentParser`). What is written here
+because no well-kept library offers it for the Trainer: batches filled up to a token budget (fairseq's
+`--max-tokens`, which is how the paper batched, §5.1), and averaging the weights of the last N checkpoints
+(§6.1).
 """
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import logging
 import random
 import re
+import sys
 import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+import yaml
+from accelerate import PartialState
+from accelerate.utils import broadcast
 from safetensors.torch import load_file
-from transformers import SchedulerType, Seq2SeqTrainer, Seq2SeqTrainingArguments, TrainerCallback
+from transformers import (
+    HfArgumentParser,
+    SchedulerType,
+    Seq2SeqTrainer,
+    Seq2SeqTrainingArguments,
+    TrainerCallback,
+    set_seed,
+)
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .data.preprocessing import build_seq2seq_collator
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from .tasks import DataArguments, make_compute_metrics, prepare_dataset
 
 logger = logging.getLogger(__name__)
 
@@ -89,8 +105,8 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         longest = max(lengths) if len(lengths) else 0
         if longest > max_tokens:
             raise ValueError(
-                f"An example of {longest} tokens exceeds the batch budget `max_tokens={max_tokens}`: raise the "
-                "budget or filter long examples out first."
+                f"An example of {longest} tokens exceeds the batch budget `max_tokens={max_tokens}`: raise "
+                "the budget or filter long examples out first."
             )
         if not 0 <= rank < num_replicas:
             raise ValueError(f"`rank` ({rank}) must be in [0, num_replicas={num_replicas}).")
@@ -166,38 +182,57 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         )
 
 
-# Logging -------------------------------------------------------------------------------------------------
+# Logging and time budget -----------------------------------------------------------------------------------
+
+
+class LossLog:
+    """The log of a run folder: one JSON record per logging event appended to `loss_log.jsonl`, e.g.
+    `{"step": 50, "loss": 5.1, "learning_rate": 0.0012, "epoch": 0.4}` or `{"step": 200, "eval_loss": 4.2,
+    "eval_bleu": 9.8}`, and the loss curves drawn from it into `loss_curves.png`. Both training loops write
+    through it (the Trainer through `LossPlotCallback`), so their logs read alike. Call it on one process."""
+
+    def __init__(self, output_dir: str | Path):
+        self.folder = Path(output_dir)
+        self.train: list[tuple[int, float]] = []
+        self.eval: list[tuple[int, float]] = []
+
+    def write(self, step: int, logs: dict) -> dict:
+        """Append the numbers of `logs` (strings and other values are left out) as the record of `step`."""
+        record = {"step": step, **{k: v for k, v in logs.items() if isinstance(v, int | float)}}
+        if "loss" in record:
+            self.train.append((step, float(record["loss"])))
+        if "eval_loss" in record:
+            self.eval.append((step, float(record["eval_loss"])))
+        self.folder.mkdir(parents=True, exist_ok=True)
+        with open(self.folder / LOSS_LOG_NAME, "a", encoding="utf-8") as log_file:
+            log_file.write(json.dumps(record) + "\n")
+        return record
+
+    def plot(self) -> None:
+        """Redraw `loss_curves.png` from the records written so far (nothing to draw, nothing drawn)."""
+        if self.train or self.eval:
+            plot_loss_curves(self.train, self.eval, self.folder / LOSS_PLOT_NAME)
 
 
 class LossPlotCallback(TrainerCallback):
-    """Keeps a log of training and validation loss next to the checkpoints (`loss_log.jsonl`) and redraws
-    `loss_curves.png` there at every evaluation and at the end: people would rather look than read."""
+    """Keeps the `LossLog` of a Trainer run next to its checkpoints, and redraws `loss_curves.png` there at
+    every evaluation and at the end: people would rather look than read."""
 
     def __init__(self):
-        self.train: list[tuple[int, float]] = []
-        self.eval: list[tuple[int, float]] = []
+        self.log: LossLog | None = None
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:
             return
-        record = {"step": state.global_step, **{k: v for k, v in logs.items() if isinstance(v, int | float)}}
-        if "loss" in logs:
-            self.train.append((state.global_step, float(logs["loss"])))
+        if self.log is None:
+            self.log = LossLog(args.output_dir)
+        self.log.write(state.global_step, logs)
         if "eval_loss" in logs:
-            self.eval.append((state.global_step, float(logs["eval_loss"])))
-        out = Path(args.output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        with open(out / LOSS_LOG_NAME, "a", encoding="utf-8") as log_file:
-            log_file.write(json.dumps(record) + "\n")
-        if "eval_loss" in logs:
-            self.plot(out / LOSS_PLOT_NAME)
+            self.log.plot()
 
     def on_train_end(self, args, state, control, **kwargs):
-        if state.is_world_process_zero and (self.train or self.eval):
-            self.plot(Path(args.output_dir) / LOSS_PLOT_NAME)
-
-    def plot(self, path: Path) -> None:
-        plot_loss_curves(self.train, self.eval, path)
+        if state.is_world_process_zero and self.log is not None:
+            self.log.plot()
 
 
 def plot_loss_curves(train: list[tuple[int, float]], evaluation: list[tuple[int, float]], path: Path) -> None:
@@ -221,23 +256,45 @@ def plot_loss_curves(train: list[tuple[int, float]], evaluation: list[tuple[int,
     plt.close(fig)
 
 
-class TimeBudgetCallback(TrainerCallback):
-    """Stops training once `minutes` of wall time have passed since training started; the Trainer then
-    saves and evaluates as at the end of any run. For recipes with a time budget rather than a step count."""
+class TimeBudget:
+    """Wall time allowed for training, counted from `start()`. For recipes with a time budget rather than
+    a step count.
+
+    Under data parallelism every process must stop after the same step (the others would wait forever in
+    the next gradient all-reduce), so `spent()` returns the main process's reading on every process."""
 
     def __init__(self, minutes: float):
         if minutes <= 0:
             raise ValueError(f"The time budget must be positive, got {minutes} minutes.")
-        self.seconds = minutes * 60
+        self.minutes = minutes
         self.started: float | None = None
 
-    def on_train_begin(self, args, state, control, **kwargs):
+    def start(self) -> None:
         self.started = time.monotonic()
 
+    def spent(self) -> bool:
+        spent = self.started is not None and time.monotonic() - self.started >= self.minutes * 60
+        state = PartialState()
+        if state.num_processes > 1:
+            flag = torch.tensor([int(spent)], device=state.device)
+            spent = bool(broadcast(flag, from_process=0).item())
+        return spent
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stops a Trainer run once its `TimeBudget` is spent; the Trainer then saves and evaluates as at the end
+    of any run."""
+
+    def __init__(self, minutes: float):
+        self.budget = TimeBudget(minutes)
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.budget.start()
+
     def on_step_end(self, args, state, control, **kwargs):
-        if self.started is not None and time.monotonic() - self.started >= self.seconds:
+        if self.budget.spent():
             logger.info(
-                "Time budget of %.1f minutes reached at step %d.", self.seconds / 60, state.global_step
+                "Time budget of %.1f minutes reached at step %d.", self.budget.minutes, state.global_step
             )
             control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
@@ -319,10 +376,11 @@ class ModelArguments:
     """Which model to train: a named preset plus overrides, a config JSON, or a saved model to continue."""
 
     preset: str = field(default="transformer-small", metadata={"help": f"One of {', '.join(PRESETS)}."})
-    config_overrides: str | None = field(
+    config_overrides: dict | str | None = field(
         default=None,
         metadata={
-            "help": "JSON object of config fields over the preset, e.g. '{\"dropout\": 0.3}', or a JSON file."
+            "help": "Config fields over the preset: a mapping in a recipe file; on the command line a JSON "
+            "object, e.g. '{\"dropout\": 0.3}', or the path of a JSON file."
         },
     )
     model_name_or_path: str | None = field(
@@ -333,7 +391,8 @@ class ModelArguments:
 
 @dataclass
 class RecipeArguments:
-    """How the learning rate is set (the rest of the recipe is in `PaperSeq2SeqTrainingArguments`)."""
+    """How the learning rate is set and how long training may take (the rest of the recipe is in
+    `PaperSeq2SeqTrainingArguments`)."""
 
     paper_learning_rate: bool = field(
         default=True,
@@ -350,30 +409,106 @@ class RecipeArguments:
 
 @dataclass
 class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
-    """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (§5.3): Adam with betas (0.9, 0.98) and
-    eps 1e-9 (torch's AdamW with no weight decay is Adam), no gradient clipping, linear warmup then inverse square-root decay over 4000 warmup steps; plus
-    generation during evaluation so the task metric can pick the best checkpoint."""
+    """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (§5.3): Adam with betas (0.9, 0.98)
+    and eps 1e-9 (torch's AdamW with no weight decay is Adam), no gradient clipping, linear warmup then
+    inverse square-root decay over 4000 warmup steps; plus generation during evaluation so the task metric
+    can pick the best checkpoint. Both training loops read these fields."""
 
-    output_dir: str | None = field(default="outputs/run")
-    adam_beta1: float = field(default=0.9)
-    adam_beta2: float = field(default=0.98)
-    adam_epsilon: float = field(default=1e-9)
-    weight_decay: float = field(default=0.0)
-    max_grad_norm: float = field(default=0.0)  # the paper does not clip gradients
-    lr_scheduler_type: SchedulerType | str = field(default="inverse_sqrt")
-    warmup_steps: float = field(default=4000)
-    predict_with_generate: bool = field(default=True)
-    save_total_limit: int | None = field(default=5)
+    output_dir: str | None = field(
+        default="outputs/run", metadata={"help": "Where checkpoints, logs and the final model go."}
+    )
+    adam_beta1: float = field(default=0.9, metadata={"help": "Adam's beta1 (§5.3: 0.9)."})
+    adam_beta2: float = field(default=0.98, metadata={"help": "Adam's beta2 (§5.3: 0.98)."})
+    adam_epsilon: float = field(default=1e-9, metadata={"help": "Adam's epsilon (§5.3: 1e-9)."})
+    weight_decay: float = field(
+        default=0.0,
+        metadata={
+            "help": "Decoupled weight decay (AdamW) on all weights but biases and LayerNorm (paper: 0)."
+        },
+    )
+    max_grad_norm: float = field(
+        default=0.0, metadata={"help": "Clip gradients to this global norm; 0 does not clip (the paper's)."}
+    )
+    lr_scheduler_type: SchedulerType | str = field(
+        default="inverse_sqrt",
+        metadata={"help": "Learning-rate schedule after warmup; inverse_sqrt with the eq. 3 peak is eq. 3."},
+    )
+    warmup_steps: float = field(
+        default=4000,
+        metadata={"help": "Linear warmup steps (§5.3: 4000); below 1, a fraction of the training steps."},
+    )
+    predict_with_generate: bool = field(
+        default=True, metadata={"help": "Generate during evaluation so the task metric can be computed."}
+    )
+    save_total_limit: int | None = field(
+        default=5,
+        metadata={"help": "Keep this many checkpoints (the best one as well); §6.1 averages the last 5."},
+    )
     metric_for_best_model: str | None = field(
         default=TASK_METRIC,
         metadata={"help": f"'{TASK_METRIC}' (default) is the task's metric: BLEU or exact match."},
     )
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={
+            "help": "Continue a run from a checkpoint-<step> folder (train.py) or a state-<step> folder "
+            "(train_accelerate.py)."
+        },
+    )
 
 
-def load_config_overrides(value: str | None) -> dict:
-    """Parse `--config_overrides`: inline JSON or the path of a JSON file."""
+TRAINING_ARGUMENTS = (ModelArguments, DataArguments, RecipeArguments, PaperSeq2SeqTrainingArguments)
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def parse_recipe_and_args(parser: HfArgumentParser, args: Sequence[str] | None = None) -> tuple:
+    """Parse `[recipe file] [--option value ...]` into the parser's dataclasses: the recipe's values replace
+    the defaults, and options on the command line replace the recipe's.
+
+    A recipe is a YAML (or JSON) mapping of option names to values, the keys that
+    `HfArgumentParser.parse_yaml_file` reads; `config_overrides` may be a nested mapping. Its values become
+    the parser's defaults, so they go through the same conversions as command-line values (`1e-9` in YAML is
+    a string; it still becomes a float). A key that is no option, or a missing file, raises an error naming
+    the key or the path.
+    """
+    args = list(sys.argv[1:] if args is None else args)
+    if args and not args[0].startswith("-") and args[0].endswith(RECIPE_SUFFIXES):
+        parser.set_defaults(**load_recipe(args.pop(0), parser))
+    return parser.parse_args_into_dataclasses(args=args, look_for_args_file=False)
+
+
+def load_recipe(path: str | Path, parser: HfArgumentParser) -> dict:
+    """Read a recipe file into a dict, checking that each key is an option of `parser`'s dataclasses."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No recipe file at {path}: give the path of a .yaml (or .json) recipe.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        recipe = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"Recipe {path} does not parse: {error}") from error
+    if not isinstance(recipe, dict):
+        raise ValueError(f"Recipe {path} must be a mapping of option names to values, got {recipe!r}.")
+    options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
+    unknown = sorted(set(recipe) - options)
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, options, n=1)
+            hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+        raise ValueError(
+            f"Recipe {path} sets {', '.join(hints)}: not an option of "
+            f"{', '.join(dtype.__name__ for dtype in parser.dataclass_types)}. `--help` lists the options."
+        )
+    return recipe
+
+
+def load_config_overrides(value: dict | str | None) -> dict:
+    """Read `config_overrides`: a mapping (from a recipe file), inline JSON, or the path of a JSON file."""
     if not value:
         return {}
+    if isinstance(value, dict):
+        return dict(value)
     text = Path(value).read_text() if Path(value).is_file() else value
     try:
         overrides = json.loads(text)
@@ -409,39 +544,60 @@ def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForC
     )
 
 
+def set_paper_learning_rate(
+    recipe_args: RecipeArguments, training_args: Seq2SeqTrainingArguments, d_model: int
+) -> float:
+    """Set `training_args.learning_rate` to `lr_scale` times eq. 3's peak (unless `paper_learning_rate` is
+    off) and return the learning rate training will peak at."""
+    if recipe_args.paper_learning_rate:
+        training_args.learning_rate = recipe_args.lr_scale * paper_peak_learning_rate(
+            d_model, max(1, int(training_args.warmup_steps))
+        )
+    return training_args.learning_rate
+
+
+def prepare_training(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    recipe_args: RecipeArguments,
+    training_args: PaperSeq2SeqTrainingArguments,
+):
+    """What both training loops start from: the tokenizer, the tokenized splits, and the model, built after
+    seeding with `training_args.seed` so that a recipe's seed fixes the initial weights too; sets the
+    learning rate by eq. 3 (`set_paper_learning_rate`)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    datasets_ = prepare_dataset(data_args, tokenizer)
+    set_seed(training_args.seed)
+    model = build_model(model_args, tokenizer)
+    set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
+    logger.info(
+        "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
+        model_args.model_name_or_path or model_args.preset,
+        sum(p.numel() for p in model.parameters()) / 1e6,
+        training_args.learning_rate,
+        datasets_["train"].num_rows,
+    )
+    return tokenizer, datasets_, model
+
+
 def run_training(
     model_args: ModelArguments,
-    data_args,
+    data_args: DataArguments,
     recipe_args: RecipeArguments,
     training_args: PaperSeq2SeqTrainingArguments,
 ) -> tuple[TokenBudgetSeq2SeqTrainer, Path]:
     """Train with `Seq2SeqTrainer` as configured, keep the best checkpoint by the task metric, and save the
     final model folder (weights, config, code, tokenizer, pipeline) to `<output_dir>/final`."""
-    from transformers import AutoTokenizer
-
     from .saving import save_model_folder
-    from .tasks import best_metric_name, make_compute_metrics, prepare_dataset
 
-    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
-    datasets_ = prepare_dataset(data_args, tokenizer)
-    model = build_model(model_args, tokenizer)
-    if recipe_args.paper_learning_rate:
-        training_args.learning_rate = recipe_args.lr_scale * paper_peak_learning_rate(
-            model.config.d_model, max(1, int(training_args.warmup_steps))
-        )
+    tokenizer, datasets_, model = prepare_training(model_args, data_args, recipe_args, training_args)
     if training_args.metric_for_best_model == TASK_METRIC:
-        training_args.metric_for_best_model = best_metric_name(data_args.task)
+        training_args.metric_for_best_model = data_args.task_spec.best_metric
     callbacks = [LossPlotCallback()]
     if recipe_args.max_train_minutes is not None:
         callbacks.append(TimeBudgetCallback(recipe_args.max_train_minutes))
-    n_params = sum(p.numel() for p in model.parameters())
-    logger.info(
-        "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
-        model_args.preset,
-        n_params / 1e6,
-        training_args.learning_rate,
-        datasets_["train"].num_rows,
-    )
     trainer = TokenBudgetSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -449,7 +605,7 @@ def run_training(
         eval_dataset=datasets_.get("validation"),
         processing_class=tokenizer,
         data_collator=build_seq2seq_collator(tokenizer, model=model),
-        compute_metrics=make_compute_metrics(data_args.task, tokenizer)
+        compute_metrics=make_compute_metrics(data_args.task_spec, tokenizer)
         if training_args.predict_with_generate
         else None,
         callbacks=callbacks,

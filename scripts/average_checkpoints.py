@@ -11,9 +11,15 @@ from hf_vanilla_transformer.training import average_checkpoints, last_checkpoint
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--run_dir", required=True, help="A Trainer output_dir holding checkpoint-<step> folders.")
-    parser.add_argument("--last", type=int, default=5, help="How many of the most recent checkpoints to average.")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--run_dir", required=True, help="A Trainer output_dir holding checkpoint-<step> folders."
+    )
+    parser.add_argument(
+        "--last", type=int, default=5, help="How many of the most recent checkpoints to average."
+    )
     parser.add_argument("--output_dir", required=True, help="Where to write the averaged model.")
     args = parser.parse_args()
     checkpoints = last_checkpoints(args.run_dir, args.last)

@@ -18,9 +18,10 @@ import argparse
 import json
 from pathlib import Path
 
+from transformers.utils import logging as hf_logging
+
 # benchmarks/ sits beside this script, and a script's folder is on sys.path.
 from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
-from transformers.utils import logging as hf_logging
 
 
 def main() -> None:

@@ -14,8 +14,12 @@ from hf_vanilla_transformer.ctranslate2_inference import CTranslate2Seq2Seq
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="A folder written by save_pretrained / scripts/train.py.")
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument(
+        "--model", required=True, help="A folder written by save_pretrained / scripts/train.py."
+    )
     parser.add_argument("--output_dir", required=True, help="Where to write the CTranslate2 model.")
     parser.add_argument(
         "--quantization",
@@ -24,14 +28,20 @@ def main() -> None:
         "(default: keep float32).",
     )
     parser.add_argument("--force", action="store_true", help="Replace an existing output_dir.")
-    parser.add_argument("--example", action="append", default=[], help="A source line to translate (repeatable).")
+    parser.add_argument(
+        "--example", action="append", default=[], help="A source line to translate (repeatable)."
+    )
     parser.add_argument("--num_beams", type=int, default=None, help="Default: the model's generation_config.")
     args = parser.parse_args()
-    output_dir = convert_to_ctranslate2(args.model, args.output_dir, quantization=args.quantization, force=args.force)
+    output_dir = convert_to_ctranslate2(
+        args.model, args.output_dir, quantization=args.quantization, force=args.force
+    )
     print(f"Wrote {output_dir}")
     if args.example:
         translator = CTranslate2Seq2Seq(output_dir)
-        for source, output in zip(args.example, translator.generate(args.example, num_beams=args.num_beams), strict=True):
+        for source, output in zip(
+            args.example, translator.generate(args.example, num_beams=args.num_beams), strict=True
+        ):
             print(f"{source}\n  -> {output}")
 
 

@@ -13,10 +13,14 @@ from hf_vanilla_transformer.hub import build_hub_folder, push_folder
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     parser.add_argument("--model", required=True, help="A saved model folder (with its tokenizer).")
     parser.add_argument("--card", default=None, help="The model card (model_cards/<name>/README.md).")
-    parser.add_argument("--repo_id", default=None, help="Hub repository, e.g. user/vanilla-transformer-multi30k.")
+    parser.add_argument(
+        "--repo_id", default=None, help="Hub repository, e.g. user/vanilla-transformer-multi30k."
+    )
     parser.add_argument("--folder", default="outputs/hub/model", help="Where to assemble the upload.")
     parser.add_argument("--dry_run", action="store_true", help="Write the folder only; upload nothing.")
     parser.add_argument("--private", action="store_true", help="Create the repository as private.")

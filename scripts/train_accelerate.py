@@ -1,48 +1,41 @@
-"""Train with a plain Accelerate loop (see `hf_vanilla_transformer.accelerate_training`).
+"""Train with a plain Accelerate loop (`hf_vanilla_transformer.accelerate_training`) on the same recipe and
+options as `scripts/train.py`: the same recipe files, schedule, optimizer settings, token-budget batches,
+gradient clipping, time budget, loss log and final folder. It does not evaluate during training.
 
-    # one process
-    python scripts/train_accelerate.py --task series --dataset outputs/data/series \
-        --tokenizer outputs/tokenizers/series --preset transformer-mini --max_tokens 4096 --max_steps 200 --output_dir outputs/acc
-    # two CPU processes (gloo), or any `accelerate launch` setup: GPUs, FSDP, several nodes
-    # (on a machine without GPUs, --multi_gpu starts torchrun; with --use_cpu the processes talk over gloo)
-    accelerate launch --multi_gpu --num_processes 2 scripts/train_accelerate.py --use_cpu ...same options...
+    # one process, a recipe file with options overriding it
+    python scripts/train_accelerate.py scripts/recipes/series.yaml --max_steps 200 --output_dir outputs/acc
+    # continue a run from a saved training state
+    python scripts/train_accelerate.py scripts/recipes/series.yaml --output_dir outputs/acc \
+        --resume_from_checkpoint outputs/acc/state-200
+    # two CPU processes over gloo: on a machine without GPUs --multi_gpu starts torchrun, and --use_cpu
+    # makes the processes talk over gloo (`accelerate launch --cpu` wants MPI for several processes)
+    accelerate launch --multi_gpu --num_processes 2 scripts/train_accelerate.py \
+        scripts/recipes/series.yaml --use_cpu
+    # any `accelerate launch` setup: GPUs, several nodes
+    accelerate launch --config_file scripts/accelerate_configs/multi_gpu.yaml scripts/train_accelerate.py ...
 
-Writes `<output_dir>/final` (save_pretrained), `state-<step>` folders (save_state: resume with
---resume_from_state), the loss curve, and with --summary_file a JSON summary per rank.
+Writes `<output_dir>/final` (weights, config, model and pipeline code, tokenizer), `state-<step>` folders
+(`save_state`: the whole training state, kept to `save_total_limit`), `loss_log.jsonl` and `loss_curves.png`.
+`--max_tokens` (the token budget per batch) is required. `--help` lists every option.
 """
 
-import json
 import logging
-from dataclasses import dataclass, field
 
-from transformers import AutoTokenizer, HfArgumentParser
+from transformers import HfArgumentParser
 
-from hf_vanilla_transformer.accelerate_training import LoopArguments, train_loop
-from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
-from hf_vanilla_transformer.training import ModelArguments, build_model
-
-
-@dataclass
-class OutputArguments:
-    summary_file: str | None = field(
-        default=None,
-        metadata={"help": "Write each rank's summary to this path, suffixed with .rank<N>.json."},
-    )
+from hf_vanilla_transformer.accelerate_training import run_accelerate_training
+from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = HfArgumentParser((ModelArguments, DataArguments, LoopArguments, OutputArguments))
-    model_args, data_args, loop_args, output_args = parser.parse_args_into_dataclasses()
-    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
-    train_dataset = prepare_dataset(data_args, tokenizer)["train"]
-    model = build_model(model_args, tokenizer)
-    if data_args.max_tokens is None:
-        parser.error("--max_tokens (the token budget per batch) is required for the Accelerate loop.")
-    summary = train_loop(model, tokenizer, train_dataset, loop_args, max_tokens=data_args.max_tokens)
-    if output_args.summary_file:
-        with open(f"{output_args.summary_file}.rank{summary['rank']}.json", "w") as f:
-            json.dump(summary, f)
+    parser = HfArgumentParser(
+        TRAINING_ARGUMENTS, usage="train_accelerate.py [recipe.yaml] [--option value ...]"
+    )
+    model_args, data_args, recipe_args, training_args = parse_recipe_and_args(parser)
+    final = run_accelerate_training(model_args, data_args, recipe_args, training_args)
+    if training_args.process_index == 0:
+        print(f"Saved the trained model to {final}")
 
 
 if __name__ == "__main__":

@@ -2,6 +2,8 @@
 (it is a script, not a timed test: no speed is asserted)."""
 
 import torch
+from transformers import CompileConfig
+
 from benchmarks import harness  # scripts/benchmarks/ (see conftest.py)
 from benchmarks.harness import (
     COMPILED_GENERATION_TASKS,
@@ -15,7 +17,6 @@ from benchmarks.harness import (
     profile_shape,
     run_benchmark,
 )
-from transformers import CompileConfig
 
 
 def test_models_built_at_identical_sizes():

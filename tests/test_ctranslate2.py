@@ -58,7 +58,9 @@ def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, varia
     assert any(len(ids) > 1 for ids in greedy)  # not a trivially empty comparison
 
     beam = ct2.generate_ids(source_ids, num_beams=4, max_new_tokens=MAX_NEW_TOKENS, length_penalty=1.0)
-    assert beam == _our_ids(model, word_tokenizer, SOURCES, num_beams=4, length_penalty=1.0, early_stopping=True)
+    assert beam == _our_ids(
+        model, word_tokenizer, SOURCES, num_beams=4, length_penalty=1.0, early_stopping=True
+    )
 
     texts = ct2.generate(SOURCES, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
     assert texts == word_tokenizer.batch_decode(greedy, skip_special_tokens=True)
@@ -67,7 +69,9 @@ def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, varia
 def test_int8_export_stays_close(tmp_path, word_tokenizer):
     """int8 weights: the float32 export's greedy outputs keep nearly the same log-probability under int8."""
     _saved_model(tmp_path / "model", word_tokenizer)
-    float32 = CTranslate2Seq2Seq(convert_to_ctranslate2(tmp_path / "model", tmp_path / "f32"), intra_threads=1)
+    float32 = CTranslate2Seq2Seq(
+        convert_to_ctranslate2(tmp_path / "model", tmp_path / "f32"), intra_threads=1
+    )
     int8 = CTranslate2Seq2Seq(
         convert_to_ctranslate2(tmp_path / "model", tmp_path / "i8", quantization="int8"), intra_threads=1
     )
@@ -80,7 +84,9 @@ def test_int8_export_stays_close(tmp_path, word_tokenizer):
         for name, model in (("float32", float32), ("int8", int8))
     }
     differences = [
-        abs(a - b) for f, i in zip(scores["float32"], scores["int8"], strict=True) for a, b in zip(f, i, strict=True)
+        abs(a - b)
+        for f, i in zip(scores["float32"], scores["int8"], strict=True)
+        for a, b in zip(f, i, strict=True)
     ]
     assert max(differences) < 0.1, f"int8 moved a token log-probability by {max(differences):.3f}"
     int8_hypotheses = int8.generate_ids(source_ids, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
@@ -132,9 +138,23 @@ def test_export_script_converts_and_translates(tmp_path, word_tokenizer):
     _saved_model(tmp_path / "model", word_tokenizer)
     script = Path(__file__).resolve().parents[1] / "scripts" / "export_ctranslate2.py"
     result = subprocess.run(
-        [sys.executable, str(script), "--model", str(tmp_path / "model"), "--output_dir", str(tmp_path / "ct2"),
-         "--quantization", "int8", "--example", "ein hund", "--num_beams", "2"],
-        capture_output=True, text=True, timeout=300,
+        [
+            sys.executable,
+            str(script),
+            "--model",
+            str(tmp_path / "model"),
+            "--output_dir",
+            str(tmp_path / "ct2"),
+            "--quantization",
+            "int8",
+            "--example",
+            "ein hund",
+            "--num_beams",
+            "2",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "ein hund\n  -> " in result.stdout and (tmp_path / "ct2" / "model.bin").is_file()

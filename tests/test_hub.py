@@ -51,17 +51,43 @@ def test_push_to_hub_dry_run_folder_loads_in_fresh_process(tmp_path, model_dir):
     card.write_text(CARD)
     folder = tmp_path / "hub"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "push_to_hub.py"), "--model", str(model_dir), "--card", str(card),
-         "--dry_run", "--folder", str(folder)],
-        capture_output=True, text=True, timeout=300, stdin=subprocess.DEVNULL,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "push_to_hub.py"),
+            "--model",
+            str(model_dir),
+            "--card",
+            str(card),
+            "--dry_run",
+            "--folder",
+            str(folder),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr[-3000:]
     names = {p.name for p in folder.iterdir()}
-    assert {"model.safetensors", "config.json", "generation_config.json", "tokenizer.json", "README.md",
-            "modeling_vanilla_transformer.py", "configuration_vanilla_transformer.py", "pipeline_seq2seq.py"} <= names
+    assert {
+        "model.safetensors",
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "README.md",
+        "modeling_vanilla_transformer.py",
+        "configuration_vanilla_transformer.py",
+        "pipeline_seq2seq.py",
+    } <= names
     assert ModelCard.load(folder / "README.md").data.pipeline_tag == "translation"
-    loaded = subprocess.run([sys.executable, "-c", LOAD_AND_GENERATE, str(folder)], capture_output=True, text=True,
-                            timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL)
+    loaded = subprocess.run(
+        [sys.executable, "-c", LOAD_AND_GENERATE, str(folder)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        stdin=subprocess.DEVNULL,
+    )
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     output = json.loads(loaded.stdout.strip().splitlines()[-1])
     assert isinstance(output["text"], str) and output["beams"] == 4

@@ -1,5 +1,5 @@
-"""The training scripts end to end on the committed Multi30k fixture: the Trainer script (one process) and
-the Accelerate loop on two CPU processes (gloo)."""
+"""The training scripts end to end on the committed Multi30k fixture, both from the shipped Multi30k recipe:
+the Trainer script (one process) and the Accelerate loop on two CPU processes (gloo)."""
 
 import json
 import os
@@ -9,11 +9,13 @@ from pathlib import Path
 
 import datasets
 import pytest
+import torch
+from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
 from hf_vanilla_transformer.data.translation import load_parallel_text
 from hf_vanilla_transformer.tokenization import train_translation_tokenizer
-from hf_vanilla_transformer.training import LOSS_PLOT_NAME
+from hf_vanilla_transformer.training import LOSS_LOG_NAME, LOSS_PLOT_NAME, paper_peak_learning_rate
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
@@ -45,32 +47,36 @@ def _run(args, cwd, timeout=600):
     return result
 
 
-COMMON = [
-    "--task",
-    "translation",
-    "--source_lang",
-    "de",
-    "--target_lang",
-    "en",
-    "--preset",
-    "transformer-tiny",
-    "--max_source_length",
-    "96",
-    "--max_target_length",
-    "96",
-]
+RECIPE = ROOT / "scripts" / "recipes" / "multi30k_de_en.yaml"
+
+
+def _tiny(translation_data):
+    """Overrides that shrink the shipped Multi30k recipe to the fixture: its data and a tiny model."""
+    return [
+        "--dataset",
+        str(translation_data / "data"),
+        "--tokenizer",
+        str(translation_data / "tokenizer"),
+        "--preset",
+        "transformer-tiny",
+        "--max_source_length",
+        "96",
+        "--max_target_length",
+        "96",
+    ]
 
 
 @pytest.fixture(scope="module")
 def trained_run(translation_data, tmp_path_factory):
-    """A six-step Trainer run with evaluation (BLEU) every three steps, the best checkpoint kept."""
+    """The shipped Multi30k recipe, overridden on the command line to a six-step run with evaluation
+    (BLEU) every three steps and the best checkpoint kept; the Trainer, not the recipe, picks the device."""
     out = tmp_path_factory.mktemp("trainer") / "run"
-    _run([sys.executable, str(ROOT / "scripts" / "train.py"), *COMMON,
-          "--dataset", str(translation_data / "data"), "--tokenizer", str(translation_data / "tokenizer"),
-          "--max_tokens", "600", "--max_steps", "6", "--warmup_steps", "3", "--eval_strategy", "steps",
-          "--eval_steps", "3", "--save_steps", "3", "--logging_steps", "1", "--max_eval_examples", "8",
+    _run([sys.executable, str(ROOT / "scripts" / "train.py"), str(RECIPE), *_tiny(translation_data),
+          "--max_tokens", "600", "--max_steps", "6", "--warmup_steps", "3", "--eval_steps", "3",
+          "--save_steps", "3", "--logging_steps", "1", "--max_eval_examples", "8",
           "--generation_max_length", "12", "--generation_num_beams", "2", "--load_best_model_at_end",
-          "--use_cpu", "--output_dir", str(out)], cwd=out.parent)
+          "--output_dir", str(out)],
+         cwd=out.parent)  # fmt: skip
     return out
 
 
@@ -80,17 +86,42 @@ def test_trainer_script_trains_evaluates_and_saves(trained_run):
     assert len(evals) == 2 and all(0.0 <= entry["eval_bleu"] <= 100.0 for entry in evals)
     assert state["best_metric"] == max(entry["eval_bleu"] for entry in evals)
     assert (trained_run / LOSS_PLOT_NAME).exists()
+    # Options from the command line won over the recipe's (6 steps, warmup 3); the rest of the recipe held:
+    # lr_scale 0.5 of eq. 3's peak, reached at the end of warmup.
+    records = [json.loads(line) for line in (trained_run / LOSS_LOG_NAME).read_text().splitlines()]
+    rates = [r["learning_rate"] for r in records if "learning_rate" in r]
+    assert len(rates) == 6 and max(rates) == pytest.approx(0.5 * paper_peak_learning_rate(32, 3))
     model = AutoModelForSeq2SeqLM.from_pretrained(trained_run / "final")
     assert model.config.vocab_size == 400
     assert (trained_run / "final" / "tokenizer.json").exists()
+    assert (trained_run / "final" / "pipeline_seq2seq.py").exists()
 
 
 def test_evaluate_script_writes_report(trained_run, translation_data, tmp_path):
     report_file = tmp_path / "report.json"
-    result = _run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), "--model", str(trained_run / "final"),
-                   "--task", "translation", "--dataset", str(translation_data / "data"), "--split", "test",
-                   "--max_examples", "6", "--batch_size", "4", "--max_new_tokens", "8",
-                   "--output_file", str(report_file)], cwd=tmp_path)
+    result = _run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "evaluate_model.py"),
+            "--model",
+            str(trained_run / "final"),
+            "--task",
+            "translation",
+            "--dataset",
+            str(translation_data / "data"),
+            "--split",
+            "test",
+            "--max_examples",
+            "6",
+            "--batch_size",
+            "4",
+            "--max_new_tokens",
+            "8",
+            "--output_file",
+            str(report_file),
+        ],
+        cwd=tmp_path,
+    )
     report = json.loads(report_file.read_text())
     assert report["num_examples"] == 6 and len(report["examples"]) == 6
     assert report["generation"]["num_beams"] == 4 and report["generation"]["length_penalty"] == 0.6
@@ -107,8 +138,8 @@ def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
     import torch
 
     from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-    from hf_vanilla_transformer.data.series import generate_series_dataset
     from hf_vanilla_transformer.saving import save_model_folder
+    from hf_vanilla_transformer.series.dataset import generate_series_dataset
     from hf_vanilla_transformer.tokenization import train_series_tokenizer
 
     generate_series_dataset(tmp_path / "data", 80, seed=3, num_workers=1, test_size=8, validation_size=4,
@@ -120,11 +151,33 @@ def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
     )  # fmt: skip
     torch.manual_seed(0)
     config = VanillaTransformerConfig.from_preset("transformer-tiny", vocab_size=len(tokenizer))
-    model = save_model_folder(VanillaTransformerForConditionalGeneration(config), tokenizer, tmp_path / "model")
+    model = save_model_folder(
+        VanillaTransformerForConditionalGeneration(config), tokenizer, tmp_path / "model"
+    )
     report_file = tmp_path / "report.json"
-    result = _run([sys.executable, str(ROOT / "scripts" / "evaluate_model.py"), "--model", str(model),
-                   "--task", "series", "--dataset", str(tmp_path / "data"), "--split", "test", "--max_examples", "6",
-                   "--num_beams", "1", "--max_new_tokens", "10", "--output_file", str(report_file)], cwd=tmp_path)
+    result = _run(
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "evaluate_model.py"),
+            "--model",
+            str(model),
+            "--task",
+            "series",
+            "--dataset",
+            str(tmp_path / "data"),
+            "--split",
+            "test",
+            "--max_examples",
+            "6",
+            "--num_beams",
+            "1",
+            "--max_new_tokens",
+            "10",
+            "--output_file",
+            str(report_file),
+        ],
+        cwd=tmp_path,
+    )
     report = json.loads(report_file.read_text())
     assert report["num_examples"] == 6 and report["generation"]["num_beams"] == 1
     assert 0.0 <= report["metrics"]["exact_match"] <= report["metrics"]["symbolic_match"] <= 1.0
@@ -135,71 +188,59 @@ def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
 
 def test_plot_attention_script_draws_png(trained_run, tmp_path):
     png = tmp_path / "attention.png"
-    _run([sys.executable, str(ROOT / "scripts" / "plot_attention.py"), "--model", str(trained_run / "final"),
-          "--text", "Ein Hund läuft.", "--target", "A dog runs.", "--output", str(png)], cwd=tmp_path)
-    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
-
-
-def test_accelerate_two_cpu_processes_shard_data_and_agree(translation_data, tmp_path):
-    """Two gloo processes: the run finishes, the loss falls, both ranks end with identical weights, and each
-    rank saw different batches."""
-    out = tmp_path / "acc"
-    summary = tmp_path / "summary"
     _run(
         [
             sys.executable,
-            "-m",
-            "accelerate.commands.launch",
-            "--multi_gpu",
-            "--num_processes",
-            "2",
-            "--num_machines",
-            "1",
-            "--mixed_precision",
-            "no",
-            "--dynamo_backend",
-            "no",
-            str(ROOT / "scripts" / "train_accelerate.py"),
-            *COMMON,
-            "--dataset",
-            str(translation_data / "data"),
-            "--tokenizer",
-            str(translation_data / "tokenizer"),
-            "--max_tokens",
-            "400",
-            "--max_steps",
-            "40",
-            "--warmup_steps",
-            "10",
-            "--lr_scale",
-            "0.2",
-            "--logging_steps",
-            "10",
-            "--save_steps",
-            "20",
-            "--log_batches",
-            "--use_cpu",
-            "--output_dir",
-            str(out),
-            "--summary_file",
-            str(summary),
+            str(ROOT / "scripts" / "plot_attention.py"),
+            "--model",
+            str(trained_run / "final"),
+            "--text",
+            "Ein Hund läuft.",
+            "--target",
+            "A dog runs.",
+            "--output",
+            str(png),
         ],
         cwd=tmp_path,
     )
-    ranks = [json.loads(Path(f"{summary}.rank{r}.json").read_text()) for r in (0, 1)]
-    assert [r["world_size"] for r in ranks] == [2, 2] and [r["steps"] for r in ranks] == [40, 40]
-    history = ranks[0]["loss_history"]
-    assert history[-1][1] < history[0][1] - 0.5, history  # mean loss of steps 31-40 vs 1-10
-    assert ranks[0]["weights_checksum"] == ranks[1]["weights_checksum"]
-    # In one epoch the ranks split the batches: no sentence is seen by both (but for padding rows and the
-    # batch Accelerate repeats to even out the ranks).
-    epoch = ranks[0]["batches_per_epoch"]
-    assert epoch < 40
-    rows = [
-        {tuple(t for t in row if t != 0) for batch in r["batches"][:epoch] for row in batch} for r in ranks
-    ]
-    assert len(rows[0] & rows[1]) <= 0.05 * min(len(rows[0]), len(rows[1])), len(rows[0] & rows[1])
-    assert (out / "final" / "model.safetensors").exists() and (out / "state-20").is_dir()
+    assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
+
+
+def _train_accelerate(translation_data, out, *options, processes=1):
+    """The shipped Multi30k recipe through the Accelerate loop: 20 updates on the fixture, no dropout (the
+    processes would draw different masks from a single process), logged every 5 steps. The recipe's time
+    budget stays on: the processes agree after every update whether it is spent."""
+    launcher = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
+                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
+    _run([sys.executable, *(launcher if processes > 1 else []), str(ROOT / "scripts" / "train_accelerate.py"),
+          str(RECIPE), *_tiny(translation_data), "--config_overrides", '{"dropout": 0.0}',
+          "--max_tokens", "200", "--max_steps", "20", "--warmup_steps", "10", "--lr_scale", "0.2",
+          "--logging_steps", "5", "--save_steps", "10", "--use_cpu", "--output_dir", str(out), *options],
+         cwd=out.parent)  # fmt: skip
+    return [json.loads(line) for line in (out / LOSS_LOG_NAME).read_text().splitlines()]
+
+
+def test_accelerate_two_cpu_processes_shard_data_and_agree(translation_data, tmp_path):
+    """Two gloo processes (each taking every other batch) against one process that accumulates the gradients
+    of two consecutive batches per update: the same updates, if and only if the processes took different
+    batches, averaged their gradients, and held the same weights all along (each process's gradient is taken
+    at its own weights). So: the same loss log and the same final weights."""
+    two = _train_accelerate(translation_data, tmp_path / "two", processes=2)
+    one = _train_accelerate(translation_data, tmp_path / "one", "--gradient_accumulation_steps", "2")
+    assert [r["step"] for r in two] == [r["step"] for r in one] == [5, 10, 15, 20]
+    # Within the first epoch, where both runs go through the batches in the same order.
+    assert one[-1]["epoch"] <= 1.0
+    for sharded, accumulated in zip(two, one, strict=True):
+        assert sharded["loss"] == pytest.approx(accumulated["loss"], rel=1e-4)
+        assert sharded["epoch"] == pytest.approx(accumulated["epoch"], abs=0.05)
+    assert two[-1]["loss"] < two[0]["loss"] - 0.5, two
+    weights = [load_file(run / "final" / "model.safetensors") for run in (tmp_path / "two", tmp_path / "one")]
+    for name, tensor in weights[0].items():
+        torch.testing.assert_close(tensor, weights[1][name], atol=1e-5, rtol=1e-4, msg=name)
+    state = tmp_path / "two" / "state-20"
+    assert (state / "random_states_0.pkl").exists() and (state / "random_states_1.pkl").exists()
+    assert (tmp_path / "two" / "state-10").is_dir() and (tmp_path / "two" / LOSS_PLOT_NAME).exists()
+    assert (tmp_path / "two" / "final" / "pipeline_seq2seq.py").exists()
 
 
 @pytest.mark.parametrize("name", ["multi_gpu", "fsdp", "multi_node"])

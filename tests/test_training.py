@@ -12,13 +12,17 @@ from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.training import (
     LOSS_LOG_NAME,
     LOSS_PLOT_NAME,
+    LossLog,
     LossPlotCallback,
+    RecipeArguments,
+    TimeBudget,
     TokenBudgetBatchSampler,
     TokenBudgetSeq2SeqTrainer,
     average_checkpoints,
     last_checkpoints,
     paper_learning_rate,
     paper_peak_learning_rate,
+    set_paper_learning_rate,
 )
 
 from .conftest import tiny_config
@@ -150,6 +154,45 @@ def test_loss_log_and_plot_written_next_to_checkpoints(tmp_path, word_tokenizer)
     assert png.startswith(b"\x89PNG") and len(png) > 5000
 
 
+def test_loss_log_appends_number_records_and_draws_both_curves(tmp_path):
+    log = LossLog(tmp_path / "run")
+    log.plot()
+    assert not (tmp_path / "run" / LOSS_PLOT_NAME).exists()  # nothing logged, nothing drawn
+    log.write(10, {"loss": 3.5, "learning_rate": 1e-3, "epoch": 0.5})
+    log.write(20, {"eval_loss": 3.1, "eval_bleu": 4.2, "eval_bleu_signature": "nrefs:1|case:mixed"})
+    LossLog(tmp_path / "run").write(30, {"loss": 2.9})  # a resumed run appends to the same file
+    records = [json.loads(line) for line in (tmp_path / "run" / LOSS_LOG_NAME).read_text().splitlines()]
+    assert records == [
+        {"step": 10, "loss": 3.5, "learning_rate": 1e-3, "epoch": 0.5},
+        {"step": 20, "eval_loss": 3.1, "eval_bleu": 4.2},  # strings are left out
+        {"step": 30, "loss": 2.9},
+    ]
+    assert (log.train, log.eval) == ([(10, 3.5)], [(20, 3.1)])
+    log.plot()
+    assert (tmp_path / "run" / LOSS_PLOT_NAME).read_bytes().startswith(b"\x89PNG")
+
+
+def test_time_budget_is_spent_only_after_its_minutes():
+    with pytest.raises(ValueError, match="must be positive, got 0 minutes"):
+        TimeBudget(0)
+    budget = TimeBudget(1e-9)
+    assert not budget.spent()  # not started
+    budget.start()
+    assert budget.spent()
+    long = TimeBudget(60)
+    long.start()
+    assert not long.spent()
+
+
+def test_paper_learning_rate_scales_eq_3_unless_turned_off():
+    args = Seq2SeqTrainingArguments(output_dir="unused", warmup_steps=400, learning_rate=5e-4, report_to=[])
+    assert set_paper_learning_rate(RecipeArguments(lr_scale=0.8), args, 192) == pytest.approx(
+        0.8 * 192**-0.5 * 400**-0.5
+    )
+    args.learning_rate = 5e-4
+    assert set_paper_learning_rate(RecipeArguments(paper_learning_rate=False), args, 192) == 5e-4
+
+
 def test_checkpoint_averaging_writes_mean_weights(tmp_path, word_tokenizer):
     trainer = _trainer(tmp_path, word_tokenizer, max_steps=6)
     trainer.train()
@@ -164,74 +207,3 @@ def test_checkpoint_averaging_writes_mean_weights(tmp_path, word_tokenizer):
     assert model.lm_head.weight is model.model.shared.weight
     with pytest.raises(ValueError, match="has 2"):
         last_checkpoints(tmp_path, 5)
-
-
-def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model):
-    """The translation default (source length + 50, §6.1) would cut series, which are ~3x longer than their
-    expressions (in the 50k test split: targets up to 248 tokens, sources at most 16)."""
-    from hf_vanilla_transformer.evaluation import EvaluationArguments, generation_settings
-
-    config = tiny_model.generation_config
-    series = generation_settings(EvaluationArguments(), "series", config)
-    translation = generation_settings(EvaluationArguments(), "translation", config)
-    assert series["max_new_tokens"] == config.max_length == 256
-    assert translation["max_new_tokens"] is None  # generate_texts applies source length + 50 per batch
-    chosen = generation_settings(EvaluationArguments(num_beams=1, max_new_tokens=7), "series", config)
-    assert (chosen["num_beams"], chosen["max_new_tokens"], chosen["length_penalty"]) == (1, 7, 0.6)
-
-
-def test_series_exact_match_breaks_down_by_reference_length():
-    from hf_vanilla_transformer.evaluation import exact_match_by_reference_length
-
-    short, long = "x + O(x**6)", "x" * 120
-    predictions = [short, "wrong", short, long]
-    references = [short, short, short, long]
-    bins = exact_match_by_reference_length(predictions, references, edges=(0, 50, 100, 200))
-    assert [b["reference_chars"] for b in bins] == ["0-49", "100-199"]  # the empty 50-99 bin is left out
-    assert (bins[0]["n"], bins[0]["exact_match"]) == (3, 2 / 3)
-    assert abs(bins[0]["exact_match_stderr"] - ((2 / 3) * (1 / 3) / 3) ** 0.5) < 1e-12
-    assert (bins[1]["n"], bins[1]["exact_match"], bins[1]["exact_match_stderr"]) == (1, 1.0, 0.0)
-
-
-def test_series_exact_match_breaks_down_by_largest_integer():
-    """Digits of the largest numerator or denominator; exponents ("x**12", "O(x**6)") do not count."""
-    from hf_vanilla_transformer.evaluation import exact_match_by_largest_integer
-
-    references = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "-x/2 + O(x**6)", "945*a*x**3/4 + O(x**6)", "123456*x"]
-    predictions = ["x**12 + O(x**6)", "1 + 2*x/15 + O(x**6)", "wrong", "945*a*x**3/4 + O(x**6)", "wrong"]
-    rows = exact_match_by_largest_integer(predictions, references, digit_groups=(1, 2, 3, 4))
-    assert [(r["largest_integer_digits"], r["n"], r["exact_match"]) for r in rows] == [
-        ("1", 2, 0.5),  # the first has no coefficient integer at all
-        ("2", 1, 1.0),
-        ("3", 1, 1.0),
-        ("4+", 1, 0.0),
-    ]
-
-
-def test_series_exact_match_breaks_down_by_number_of_terms():
-    """Terms are function calls of the source, a power of one counting once; groups come fewest first."""
-    from hf_vanilla_transformer.evaluation import exact_match_by_term_count
-
-    sources = ["sin(a*x)*cos(b*x) + exp(c*x)", "exp(c*x)**3", "tan(a*x)/tanh(2*b*x)", "sinh(-d*x)*cosh(f*x)"]
-    predictions = ["p", "q", "wrong", "r"]
-    references = ["p", "q", "s", "r"]
-    rows = exact_match_by_term_count(sources, predictions, references)
-    assert [(r["terms"], r["n"], r["exact_match"]) for r in rows] == [("1", 1, 1.0), ("2", 2, 0.5), ("3", 1, 1.0)]
-    assert abs(rows[1]["exact_match_stderr"] - (0.25 / 2) ** 0.5) < 1e-12
-
-
-def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
-    """A test expression that is a training expression with its symbols renamed is counted apart."""
-    from hf_vanilla_transformer.evaluation import exact_match_by_train_overlap
-
-    train = ["sin(a*x)*cos(b*x)", "tan(c*x)"]
-    sources = ["sin(g*x)*cos(d*x)", "sin(a*x)*cos(a*x)", "tanh(c*x)", "tan(f*x)"]
-    predictions = ["p", "wrong", "q", "wrong"]
-    references = ["p", "r", "q", "s"]
-    rows = exact_match_by_train_overlap(sources, predictions, references, train)
-    assert [(r["expression"], r["n"], r["exact_match"]) for r in rows] == [
-        ("renaming of a training expression", 2, 0.5),
-        ("new", 2, 0.5),
-    ]
-    only_new = exact_match_by_train_overlap(["exp(a*x)"], ["p"], ["p"], train)
-    assert [(r["expression"], r["n"], r["exact_match_stderr"]) for r in only_new] == [("new", 1, 0.0)]

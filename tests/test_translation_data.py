@@ -189,7 +189,9 @@ def test_tokenize_translation_drops_too_long_pairs_and_counts_them(multi30k, tok
     assert all(labels[-1] == EOS_TOKEN_ID for labels in train["labels"])
 
 
-def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transformers_warning(caplog, monkeypatch):
+def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transformers_warning(
+    caplog, monkeypatch
+):
     # transformers warns, once per tokenizer, that such texts "will result in indexing errors"; here they are
     # dropped and counted, so the warning is filtered. A fresh tokenizer, so it has not warned yet; transformers'
     # loggers do not propagate by default, so let them reach caplog.

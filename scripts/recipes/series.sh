@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
-# Series expansion, end to end on CPU: 50,000 generated examples, series BPE, training (9,600 steps with
-# weight decay 0.1 under a 118-minute guard; on 2 cores here all 9,600 ran, in 107 minutes), averaging of the
-# last 5 checkpoints (§6.1), greedy and beam-search evaluation on the 2,000-example test split.
+# Series expansion, end to end: 50,000 generated examples, series BPE, training (series.yaml: 9,600 steps
+# with weight decay 0.1 under a 118-minute guard), averaging of the last 5 checkpoints (§6.1), greedy and
+# beam-search evaluation on the 2,000-example test split.
 #   bash scripts/recipes/series.sh
 set -euo pipefail
 OUT=outputs/series-50k
 python scripts/generate_series.py --num_examples 50000 --output_dir outputs/data/series-50k
 python scripts/train_tokenizer.py --task series --vocab_size 1000 \
     --dataset_dir outputs/data/series-50k --output_dir outputs/tokenizers/series-bpe1k
-python scripts/train.py scripts/recipes/series.json
+python scripts/train.py scripts/recipes/series.yaml
 python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged"
 for MODEL in "$OUT/final" "$OUT/averaged"; do
     python scripts/evaluate_model.py --model "$MODEL" --task series --dataset outputs/data/series-50k \

@@ -1,0 +1,144 @@
+"""Recipe files: YAML (or JSON) read into the training arguments, overridden by the command line, checked
+for unknown keys; and the shipped recipes."""
+
+import json
+from dataclasses import fields
+from pathlib import Path
+
+import pytest
+from transformers import HfArgumentParser
+
+from hf_vanilla_transformer.training import (
+    TRAINING_ARGUMENTS,
+    load_config_overrides,
+    parse_recipe_and_args,
+)
+
+RECIPES = Path(__file__).resolve().parents[1] / "scripts" / "recipes"
+
+RECIPE = """\
+task: translation
+max_steps: 500
+weight_decay: 0.1
+adam_epsilon: 1e-8        # YAML reads this as a string; the option's type makes it a float
+lr_scale: 0.5
+config_overrides:
+  dropout: 0.3
+  d_model: 64
+"""
+
+
+def _parse(*args):
+    return parse_recipe_and_args(HfArgumentParser(TRAINING_ARGUMENTS), [str(a) for a in args])
+
+
+def test_command_line_overrides_a_yaml_recipe_and_keeps_the_rest(tmp_path):
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(RECIPE)
+    model_args, data_args, recipe_args, training_args = _parse(
+        recipe, "--max_steps", "100", "--resume_from_checkpoint", "outputs/x/checkpoint-50", "--lr_scale", "2"
+    )
+    assert (
+        training_args.max_steps == 100 and training_args.resume_from_checkpoint == "outputs/x/checkpoint-50"
+    )
+    assert recipe_args.lr_scale == 2.0
+    assert training_args.weight_decay == 0.1 and data_args.task == "translation"  # kept from the recipe
+    assert training_args.adam_epsilon == 1e-8
+    assert training_args.adam_beta2 == 0.98 and training_args.lr_scheduler_type == "inverse_sqrt"  # defaults
+    assert model_args.config_overrides == {"dropout": 0.3, "d_model": 64}
+    assert load_config_overrides(model_args.config_overrides) == {"dropout": 0.3, "d_model": 64}
+
+    # inline JSON on the command line replaces the recipe's mapping
+    model_args, *_ = _parse(recipe, "--config_overrides", '{"dropout": 0.2}')
+    assert load_config_overrides(model_args.config_overrides) == {"dropout": 0.2}
+
+
+def test_without_a_recipe_the_command_line_alone_is_parsed():
+    _, data_args, recipe_args, training_args = _parse("--task", "translation", "--max_steps", "7")
+    assert (data_args.task, training_args.max_steps, recipe_args.lr_scale) == ("translation", 7, 1.0)
+
+
+def test_json_recipe_still_loads(tmp_path):
+    recipe = tmp_path / "recipe.json"
+    recipe.write_text(json.dumps({"max_steps": 30, "config_overrides": {"dropout": 0.0}}))
+    model_args, _, _, training_args = _parse(recipe, "--warmup_steps", "5")
+    assert (training_args.max_steps, training_args.warmup_steps) == (30, 5)
+    assert model_args.config_overrides == {"dropout": 0.0}
+
+
+def test_unknown_recipe_key_raises_naming_the_key_and_the_file(tmp_path):
+    recipe = tmp_path / "typo.yaml"
+    recipe.write_text("max_step: 100\nwarmup_steps: 10\n")
+    with pytest.raises(ValueError, match=r"typo\.yaml sets 'max_step' \(did you mean 'max_steps'\?\)"):
+        _parse(recipe)
+
+
+def test_missing_or_malformed_recipe_file_names_the_path(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no-such-recipe.yaml"):
+        _parse(tmp_path / "no-such-recipe.yaml")
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- max_steps\n- 3\n")
+    with pytest.raises(ValueError, match=r"list\.yaml must be a mapping"):
+        _parse(listed)
+
+
+@pytest.mark.parametrize("name", ["series", "multi30k_de_en"])
+def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
+    path = RECIPES / f"{name}.yaml"
+    assert "use_cpu" not in path.read_text()
+    model_args, data_args, recipe_args, training_args = _parse(path)
+    assert training_args.use_cpu is False
+    assert training_args.save_total_limit == 6 and training_args.load_best_model_at_end is False
+    if name == "series":
+        assert data_args.task == "series" and data_args.max_tokens == 4000
+        assert (recipe_args.max_train_minutes, recipe_args.lr_scale) == (118, 0.8)
+        assert (training_args.weight_decay, training_args.max_grad_norm) == (0.1, 1.0)
+        assert (training_args.lr_scheduler_type, training_args.max_steps) == ("linear", 9600)
+        assert load_config_overrides(model_args.config_overrides)["d_model"] == 192
+    else:
+        assert data_args.task == "translation" and data_args.max_tokens == 4096
+        assert (recipe_args.max_train_minutes, recipe_args.lr_scale) == (75, 0.5)
+        assert (training_args.weight_decay, training_args.max_grad_norm) == (0.0, 0.0)  # the paper's
+        assert training_args.lr_scheduler_type == "inverse_sqrt" and training_args.warmup_steps == 600
+
+
+def test_recipe_sh_scripts_train_from_the_yaml_recipes():
+    for name in ("series", "multi30k_de_en"):
+        assert f"scripts/train.py scripts/recipes/{name}.yaml" in (RECIPES / f"{name}.sh").read_text()
+
+
+def test_every_option_has_help():
+    """`--help` of both training scripts explains every option, including those the paper's recipe
+    redefines (a redefined dataclass field loses its parent's help)."""
+    for dtype in TRAINING_ARGUMENTS:
+        missing = [f.name for f in fields(dtype) if f.init and not f.metadata.get("help")]
+        assert not missing, f"{dtype.__name__}: {missing}"
+    text = HfArgumentParser(TRAINING_ARGUMENTS).format_help()
+    assert "Clip gradients to this global norm" in text and "Stop training (and save)" in text
+
+
+def test_tutorial_recipe_is_the_tutorials_setup():
+    """Judge & Prosper's model and optimiser, with our flags: the side-by-side comparison's other half."""
+    model_args, data_args, recipe_args, training_args = _parse(RECIPES / "series_tutorial.yaml")
+    config = load_config_overrides(model_args.config_overrides)
+    assert (config["d_model"], config["encoder_layers"], config["decoder_layers"]) == (200, 4, 4)
+    assert config["position_embedding_type"] == "learned" and config["label_smoothing"] == 0.0
+    assert config["share_encoder_decoder_embeddings"] is False and config["tie_word_embeddings"] is False
+    assert recipe_args.paper_learning_rate is False and training_args.learning_rate == 5e-4
+    assert (training_args.lr_scheduler_type, training_args.max_grad_norm) == ("constant", 1.0)
+    assert (training_args.adam_beta2, training_args.adam_epsilon) == (0.999, 1e-8)
+    assert training_args.per_device_train_batch_size == 128 and data_args.max_tokens is None
+    assert (data_args.max_source_length, data_args.max_target_length) == (199, 199)
+    assert recipe_args.max_train_minutes == 118  # the budget series.yaml has
+
+
+def test_gpu_recipe_sees_more_examples_than_the_tutorial():
+    """At about 103 examples per 4,000-token batch (the series card), 16,000 tokens hold about 410. Parsed here
+    with bfloat16 turned off: the Trainer's arguments refuse it on a machine without a GPU that has it."""
+    import yaml
+
+    path = RECIPES / "series_gpu.yaml"
+    assert yaml.safe_load(path.read_text())["bf16"] is True and "use_cpu" not in path.read_text()
+    _, data_args, _, training_args = _parse(path, "--bf16", "false")
+    examples_per_batch = 103 * data_args.max_tokens / 4000
+    assert training_args.max_steps * examples_per_batch >= 20_000 * 128

@@ -1,9 +1,9 @@
 """Export a saved model folder to CTranslate2 (a C++ inference engine) for fast CPU/GPU deployment.
 
-CTranslate2's generic Transformer spec covers this model exactly: post- or pre-LayerNorm, sinusoidal or learned
-positions (we hand it our own table, so the paper's interleaved sin/cos layout is kept), embeddings scaled by
-sqrt(d_model), one shared vocabulary. CTranslate2 ships converters for Marian and BART but not for a custom
-model class, so the mapping below is ours; it reuses the weight-copying helpers of its BART loader.
+CTranslate2's generic Transformer spec covers this model exactly: post- or pre-LayerNorm, sinusoidal or
+learned positions (we hand it our own table, so the paper's interleaved sin/cos layout is kept), embeddings
+scaled by sqrt(d_model), one shared vocabulary. CTranslate2 ships converters for Marian and BART but not for a
+custom model class, so the mapping below is ours; it reuses the weight-copying helpers of its BART loader.
 
     from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
     convert_to_ctranslate2("outputs/multi30k-de-en/averaged", "outputs/ct2/multi30k", quantization="int8")
@@ -36,8 +36,9 @@ class _VanillaTransformerLoader(BartLoader):
         config = model.config
         if config.encoder_attention_heads != config.decoder_attention_heads:
             raise ValueError(
-                "CTranslate2's TransformerSpec uses one head count for encoder and decoder, but this model has "
-                f"{config.encoder_attention_heads} encoder and {config.decoder_attention_heads} decoder heads."
+                "CTranslate2's TransformerSpec uses one head count for encoder and decoder, but this model "
+                f"has {config.encoder_attention_heads} encoder and {config.decoder_attention_heads} decoder "
+                "heads."
             )
         if config.activation_function not in _ACTIVATIONS:
             raise ValueError(
@@ -93,8 +94,8 @@ class _VanillaTransformerLoader(BartLoader):
         missing = [index for index in range(size) if index not in by_id]
         if missing or len(by_id) != size or not model.config.share_encoder_decoder_embeddings:
             raise ValueError(
-                f"The export needs one shared vocabulary whose ids are exactly 0..{size - 1}; the tokenizer has "
-                f"{len(by_id)} tokens (missing ids: {missing[:5]}), shared embeddings: "
+                f"The export needs one shared vocabulary whose ids are exactly 0..{size - 1}; the tokenizer "
+                f"has {len(by_id)} tokens (missing ids: {missing[:5]}), shared embeddings: "
                 f"{model.config.share_encoder_decoder_embeddings}. Save the model with the tokenizer it was "
                 "trained with."
             )
@@ -108,7 +109,8 @@ class _VanillaTransformerLoader(BartLoader):
 
 
 class VanillaTransformerConverter(Converter):
-    """A CTranslate2 `Converter` for a folder saved by `save_model_folder` / `save_pretrained` + its tokenizer.
+    """A CTranslate2 `Converter` for a folder saved by `save_model_folder` / `save_pretrained` + its
+    tokenizer.
 
     Loading goes through `from_pretrained`, so weights are read from safetensors only.
     """

@@ -1,7 +1,7 @@
 """Generate with a CTranslate2 export (see `ctranslate2_export`): our tokenizer in, text out.
 
-This module imports only `ctranslate2`, `tokenizers` and the standard library, never torch: with torch loaded in
-the same process CTranslate2's float32 decoding ran about 1.85x slower on this project's CPUs (two OpenMP
+This module imports only `ctranslate2`, `tokenizers` and the standard library, never torch: with torch loaded
+in the same process CTranslate2's float32 decoding ran about 1.85x slower on this project's CPUs (two OpenMP
 runtimes, see the benchmark). Importing it as `hf_vanilla_transformer.ctranslate2_inference` runs the
 package's __init__, which loads torch to register the model; a torch-free service loads this one file by path:
 
@@ -28,7 +28,8 @@ GENERATION_DEFAULTS_FILE = "generation_defaults.json"
 
 
 class CTranslate2Seq2Seq:
-    """A CTranslate2 `Translator` over an exported folder, with the model's own tokenizer and decoding defaults.
+    """A CTranslate2 `Translator` over an exported folder, with the model's own tokenizer and decoding
+    defaults.
 
     Args:
         model_dir: folder written by `convert_to_ctranslate2`.
@@ -50,7 +51,8 @@ class CTranslate2Seq2Seq:
             if not (model_dir / required).is_file():
                 raise FileNotFoundError(
                     f"{model_dir} has no {required}: it is not a folder written by "
-                    "hf_vanilla_transformer.ctranslate2_export.convert_to_ctranslate2 (scripts/export_ctranslate2.py)."
+                    "hf_vanilla_transformer.ctranslate2_export.convert_to_ctranslate2 "
+                    "(scripts/export_ctranslate2.py)."
                 )
         self.translator = ctranslate2.Translator(
             str(model_dir), device=device, compute_type=compute_type, intra_threads=intra_threads

@@ -61,8 +61,8 @@ def _decoding_name(generation: dict) -> str:
 def generation_settings(eval_args: EvaluationArguments, task: Task, generation_config) -> dict:
     """generate() keyword arguments: the command line's choices over the model's saved generation config.
 
-    Without `--max_new_tokens`, the task decides: None (`generate_texts` then allows source length + 50, §6.1),
-    or the saved config's `max_length` for tasks whose outputs are many times longer than their inputs.
+    Without `--max_new_tokens`, the task decides: None (`generate_texts` then allows source length + 50,
+    §6.1), or the saved config's `max_length` for tasks whose outputs are many times longer than their inputs.
     """
     max_new_tokens = eval_args.max_new_tokens
     if max_new_tokens is None and task.output_length_from_config:

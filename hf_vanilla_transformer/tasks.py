@@ -36,8 +36,8 @@ class Task:
     name: ClassVar[str]
     best_metric: ClassVar[str]  # `metric_for_best_model`: higher is better
     tokenizer_columns: ClassVar[tuple[str, ...]]  # dataset columns a tokenizer for the task is trained on
-    # generate()'s output limit during evaluation when the command line sets none: None means source length + 50
-    # (§6.1), True the saved generation config's `max_length`.
+    # generate()'s output limit during evaluation when the command line sets none: None means source length +
+    # 50 (§6.1), True the saved generation config's `max_length`.
     output_length_from_config: ClassVar[bool] = False
     # Report key -> the text before " (n examples): exact match ± s.e." for one row of that breakdown.
     row_formats: ClassVar[dict[str, str]] = {}
@@ -56,7 +56,7 @@ class Task:
         raise NotImplementedError
 
     def add_training_data(self, raw: DatasetDict, held_out: Any, args: DataArguments) -> DatasetDict:
-        """Extra training pairs the arguments ask for (none by default); `held_out` is `held_out_data(raw)`."""
+        """Extra training pairs the arguments ask for (none by default); `held_out`: `held_out_data(raw)`."""
         return raw
 
     def held_out_data(self, raw: DatasetDict, args: DataArguments) -> Any:
@@ -296,18 +296,21 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     return tokenized
 
 
-# Above this share of unknown tokens a warning says the tokenizer may not fit; `max_unknown_token_share` refuses.
+# Above this share of unknown tokens a warning says the tokenizer may not fit; `max_unknown_token_share`
+# refuses.
 UNKNOWN_SHARE_WARNING = 0.01
 # A BPE vocabulary this much larger than an alphabet should merge: fewer characters per token than this means
-# its merges do not apply to the data (a tokenizer trained on other text splits it almost character by character).
+# its merges do not apply to the data (a tokenizer trained on other text splits it almost character by
+# character).
 MIN_CHARS_PER_TOKEN = 1.5
 _CHECKED_ROWS = 10_000
 
 
 def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase, args: DataArguments) -> dict:
     """Refuse a tokenizer whose unknown token covers more than `args.max_unknown_token_share` of the tokens of
-    (the first 10,000 pairs of) a tokenized split, and warn at a smaller share or when a vocabulary of hundreds
-    of tokens spends a token per character. Returns the measured `unknown_share` and `chars_per_token`."""
+    (the first 10,000 pairs of) a tokenized split, and warn at a smaller share or when a vocabulary of
+    hundreds of tokens spends a token per character. Returns the measured `unknown_share` and
+    `chars_per_token`."""
     rows = tokenized.select(range(min(_CHECKED_ROWS, tokenized.num_rows)))
     sequences = [*rows["input_ids"], *rows["labels"]]
     num_tokens = sum(len(ids) for ids in sequences)
@@ -321,14 +324,15 @@ def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase,
     chars = sum(len(text) for text in tokenizer.batch_decode(sequences, skip_special_tokens=True))
     chars_per_token = chars / max(1, num_tokens - len(sequences))
     fix = (
-        f"Train a tokenizer on this data (`python scripts/train_tokenizer.py --task {args.task} --dataset_dir "
-        f"<data> --output_dir <folder>`) and pass it with --tokenizer"
+        f"Train a tokenizer on this data (`python scripts/train_tokenizer.py --task {args.task} "
+        f"--dataset_dir <data> --output_dir <folder>`) and pass it with --tokenizer"
     )
     where = f"of the tokens of {rows.num_rows} pairs of {args.dataset} tokenized with {args.tokenizer}"
     if share > args.max_unknown_token_share:
         raise ValueError(
             f"{share:.1%} {where} are the unknown token {tokenizer.unk_token!r}, more than "
-            f"max_unknown_token_share={args.max_unknown_token_share}: the tokenizer does not fit the data. {fix}."
+            f"max_unknown_token_share={args.max_unknown_token_share}: the tokenizer does not fit the data. "
+            f"{fix}."
         )
     if share > UNKNOWN_SHARE_WARNING:
         logger.warning(
@@ -336,8 +340,8 @@ def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase,
         )
     if len(tokenizer) > 200 and chars_per_token < MIN_CHARS_PER_TOKEN:
         logger.warning(
-            "The %d-token vocabulary of %s spends a token per %.2f characters of %s: its merges do not apply, so "
-            "it was probably trained on other data. %s.",
+            "The %d-token vocabulary of %s spends a token per %.2f characters of %s: its merges do not "
+            "apply, so it was probably trained on other data. %s.",
             len(tokenizer),
             args.tokenizer,
             chars_per_token,

@@ -78,8 +78,8 @@ def iter_corpus(files_or_iterator: TextSource, skip_blank: bool = True) -> Itera
         for path in files_or_iterator:
             if not Path(path).is_file():
                 raise FileNotFoundError(
-                    f"Corpus file '{path}' does not exist. (A list or tuple is read as file paths; to train on "
-                    "texts in memory, pass an iterator such as `iter(texts)`.)"
+                    f"Corpus file '{path}' does not exist. (A list or tuple is read as file paths; to train "
+                    "on texts in memory, pass an iterator such as `iter(texts)`.)"
                 )
         for path in files_or_iterator:
             num_texts = 0
@@ -108,7 +108,8 @@ def iter_dataset_texts(dataset, columns: Sequence[str], batch_size: int = 1000) 
     missing = [column for column in columns if column not in dataset.column_names]
     if missing:
         raise ValueError(
-            f"Column(s) {', '.join(missing)} not in the dataset; columns found: {', '.join(dataset.column_names)}."
+            f"Column(s) {', '.join(missing)} not in the dataset; columns found: "
+            f"{', '.join(dataset.column_names)}."
         )
     for batch in dataset.select_columns(list(columns)).iter(batch_size=batch_size):
         for column in columns:
@@ -124,8 +125,8 @@ def _check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
     minimum = len(SPECIAL_TOKENS) + alphabet_size + 1  # + 1: at least one merge, or BPE is pointless
     if not isinstance(vocab_size, int) or vocab_size < minimum:
         raise ValueError(
-            f"vocab_size={vocab_size!r} is too small: it must exceed the {len(SPECIAL_TOKENS)} special tokens "
-            f"plus the {alphabet_size} characters always in the alphabet. Use vocab_size >= {minimum} "
+            f"vocab_size={vocab_size!r} is too small: it must exceed the {len(SPECIAL_TOKENS)} special "
+            f"tokens plus the {alphabet_size} characters always in the alphabet. Use vocab_size >= {minimum} "
             "(a few thousand for translation, around a thousand for series)."
         )
 
@@ -133,7 +134,7 @@ def _check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
 def _bpe_trainer(
     vocab_size: int, min_frequency: int, alphabet: Sequence[str], show_progress: bool
 ) -> BpeTrainer:
-    """The BPE trainer both tokenizers use: special tokens first (so position == id), the alphabet always in."""
+    """The BPE trainer both tokenizers use: special tokens first (position == id), the alphabet always in."""
     return BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,
@@ -243,8 +244,8 @@ def train_series_tokenizer(
 
     Decoding is exact: `decode(encode(s), skip_special_tokens=True) == s` for every printable-ASCII
     string (no normaliser, and a decoder that only concatenates tokens); other characters become `<unk>`.
-    Merges stay inside the chunks of `series.grammar.SPLIT_PATTERN` (a monomial such as `*a**2*x**2`, a numerator
-    `64`, a denominator `/15`), and each of `function_names` is always a single token.
+    Merges stay inside the chunks of `series.grammar.SPLIT_PATTERN` (a monomial such as `*a**2*x**2`, a
+    numerator `64`, a denominator `/15`), and each of `function_names` is always a single token.
 
     Args:
         files_or_iterator: text files (one expression or series a line) or an iterator of strings; train on
@@ -253,8 +254,8 @@ def train_series_tokenizer(
             100 printable ASCII characters). Around 1000 suits series of order 6.
         min_frequency: a pair of tokens seen fewer times is never merged.
         function_names: names that must stay whole; added as tokens if BPE did not learn them.
-        integer_digits: split integers into digits (`series.grammar.DIGIT_SPLIT_PATTERN`) instead of letting BPE
-            learn whole integers (`SPLIT_PATTERN`).
+        integer_digits: split integers into digits (`series.grammar.DIGIT_SPLIT_PATTERN`) instead of
+            letting BPE learn whole integers (`SPLIT_PATTERN`).
         model_max_length, show_progress, output_dir: as in `train_translation_tokenizer`.
     """
     _check_vocab_size(vocab_size, alphabet_size=len(SERIES_ALPHABET))

@@ -7,7 +7,8 @@ r"""Build a translation DatasetDict (Hub schema) from parallel text files and sa
     python scripts/prepare_translation.py --data_dir ../shared/data/multi30k --src_lang de --tgt_lang en \
         --output_dir outputs/data/multi30k-de-en --tokenizer outputs/tokenizers/multi30k-de-en-bpe8k
 
-    # A Hub dataset or a local save_to_disk/parquet folder instead of text files (needs the network for the Hub)
+    # A Hub dataset or a local save_to_disk/parquet folder instead of text files (needs the network for the
+    # Hub)
     python scripts/prepare_translation.py --dataset_name wmt14 --dataset_config de-en --src_lang de \
         --tgt_lang en --output_dir outputs/data/wmt14-de-en
 """

@@ -1,8 +1,9 @@
-r"""Publish a trained model to the Hugging Face Hub: weights (safetensors), config with auto_map, the model and
-pipeline code for `trust_remote_code`, tokenizer, generation config, and its model card as README.md.
+r"""Publish a trained model to the Hugging Face Hub: weights (safetensors), config with auto_map, the model
+and pipeline code for `trust_remote_code`, tokenizer, generation config, and its model card as README.md.
 
     python scripts/push_to_hub.py --model outputs/multi30k-de-en/averaged \
-        --card model_cards/vanilla-transformer-multi30k-de-en/README.md --repo_id you/vanilla-transformer-multi30k-de-en
+        --card model_cards/vanilla-transformer-multi30k-de-en/README.md \
+        --repo_id you/vanilla-transformer-multi30k-de-en
     # only write the folder (inspect it, or load it with from_pretrained):
     python scripts/push_to_hub.py --model ... --card ... --dry_run --folder outputs/hub/multi30k
 """

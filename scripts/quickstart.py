@@ -136,7 +136,8 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     _say(f"5/5 Reloading {final} with from_pretrained and expanding a few expressions ...")
     model = AutoModelForSeq2SeqLM.from_pretrained(final)
     tokenizer = AutoTokenizer.from_pretrained(final)
-    # The series task caps outputs at the model's max_length: a series is many times longer than its expression.
+    # The series task caps outputs at the model's max_length: a series is many times longer than its
+    # expression.
     generation = generation_settings(
         EvaluationArguments(num_beams=1), data_args.task_spec, model.generation_config
     )

@@ -25,7 +25,8 @@ TINY_VOCAB = 40
 
 
 def tiny_config(**overrides) -> VanillaTransformerConfig:
-    """A model small enough for unit tests: d_model 32, 2+2 layers, 4 heads, vocabulary of 40 (unless overridden)."""
+    """A model small enough for unit tests: d_model 32, 2+2 layers, 4 heads, vocabulary of 40 (unless
+    overridden)."""
     return VanillaTransformerConfig.from_preset("transformer-tiny", **{"vocab_size": TINY_VOCAB, **overrides})
 
 

@@ -42,7 +42,8 @@ SERIES = "1 + x*(a*c/g + 2*a) + x**2*(-a**2/2 + b) + O(x**6)"
 SERIES_REWRITTEN = "x**2*(b - a**2/2) + x*(a*c + 2*a*g)/g + 1 + O(x**6)"
 SERIES_WRONG = "1 + x*(a*c/g + 2*a) + x**2*(a**2/2 + b) + O(x**6)"
 # Equal (a product of a sum and a difference against a difference of squares), so the cheap check at a sample
-# point cannot tell them apart and sympy has to expand two degree-40 polynomials: far beyond a small time limit.
+# point cannot tell them apart and sympy has to expand two degree-40 polynomials: far beyond a small time
+# limit.
 SLOW_PREDICTION = "x*(a + b + c + d + f + g)**20*(a - b + c - d + f - g)**20 + O(x**6)"
 SLOW_REFERENCE = "x*((a + c + f)**2 - (b + d + g)**2)**20 + O(x**6)"
 
@@ -219,7 +220,8 @@ def test_unparsable_predictions_fail_to_parse_without_running_anything(series_me
 
 
 def test_metric_parses_with_the_series_grammar(series_metric):
-    """The metric parses with the package's one series grammar: integers only, the data set's symbols, no code."""
+    """The metric parses with the package's one series grammar: integers only, the data set's symbols, no
+    code."""
     from hf_vanilla_transformer.series import equivalence, grammar
 
     assert equivalence.parse_series is grammar.parse_series
@@ -266,7 +268,8 @@ def test_pathological_pair_times_out_and_the_next_pair_still_runs(series_metric)
     references = [SERIES, SLOW_REFERENCE, SERIES]
     result = series_metric.compute(predictions=predictions, references=references, timeout=1.0)
     assert result["timeouts"] == 1
-    # The timed-out pair parsed but is not credited as equivalent; the pair after it is scored by a fresh worker.
+    # The timed-out pair parsed but is not credited as equivalent; the pair after it is scored by a fresh
+    # worker.
     assert result["symbolic_match"] == pytest.approx(2 / 3)
     assert result["parse_rate"] == 1.0
 

@@ -133,8 +133,9 @@ def test_tutorial_recipe_is_the_tutorials_setup():
 
 
 def test_gpu_recipe_sees_more_examples_than_the_tutorial():
-    """At about 103 examples per 4,000-token batch (the series card), 16,000 tokens hold about 410. Parsed here
-    with bfloat16 turned off: the Trainer's arguments refuse it on a machine without a GPU that has it."""
+    """At about 103 examples per 4,000-token batch (the series card), 16,000 tokens hold about 410. Parsed
+    here with bfloat16 turned off: the Trainer's arguments refuse it on a machine without a GPU that has it.
+    """
     import yaml
 
     path = RECIPES / "series_gpu.yaml"

@@ -41,7 +41,8 @@ SERIES_PAIRS = [
     ("sin(d*x) - tanh(b*x)", "x*(-b + d) + x**3*(b**3/3 - d**3/6) + x**5*(-2*b**5/15 + d**5/120) + O(x**6)"),
     (
         "-sin(a*x) + sin(2*d*x) - sinh(c*x)",
-        "x*(-a - c + 2*d) + x**3*(a**3/6 - c**3/6 - 4*d**3/3) + x**5*(-a**5/120 - c**5/120 + 4*d**5/15) + O(x**6)",
+        "x*(-a - c + 2*d) + x**3*(a**3/6 - c**3/6 - 4*d**3/3) + x**5*(-a**5/120 - c**5/120 + 4*d**5/15) + "
+        "O(x**6)",
     ),
     ("cos(d*x) + exp(f*x)", "2 + x**2*(-d**2/2 + f**2/2) + x**4*(d**4/24 + f**4/24) + O(x**6)"),
     (
@@ -222,8 +223,8 @@ def test_series_digit_tokenizer_writes_integers_digit_by_digit():
     # Every digit of a numerator or denominator stands alone, and so does a denominator's slash; exponents
     # ("**12", "**10" too) stay with their monomial.
     assert chunks == [
-        "6", "4", "*a**5*x**5", "/", "1", "5", " - ", "9", "*g**12", "/", "8", " + ", "x**3*(-", "1", "3", "*c/(",
-        "2", "*d))", " - ", "g**10/(", "5", "1", "2", "*d)",
+        "6", "4", "*a**5*x**5", "/", "1", "5", " - ", "9", "*g**12", "/", "8", " + ", "x**3*(-", "1", "3",
+        "*c/(", "2", "*d))", " - ", "g**10/(", "5", "1", "2", "*d)",
     ]  # fmt: skip
     for text in SERIES_TEXTS:
         assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == text
@@ -303,8 +304,8 @@ def test_iter_dataset_texts_flattens_translation_dicts_and_names_missing_columns
 
 
 def test_series_round_trip_on_a_whole_generated_data_set(tmp_path):
-    """Every string of every split of a freshly generated data set decodes back exactly (the README reports the
-    same check on the 50,000-example set)."""
+    """Every string of every split of a freshly generated data set decodes back exactly (the README reports
+    the same check on the 50,000-example set)."""
     from datasets import load_from_disk
 
     from hf_vanilla_transformer.series.dataset import generate_series_dataset

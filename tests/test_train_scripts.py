@@ -134,7 +134,8 @@ def test_evaluate_script_writes_report(trained_run, translation_data, tmp_path):
 
 def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
     """The series branch: exact match and symbolic equivalence, and the three breakdowns of exact match, each
-    covering every example (an untrained model with a digit-level tokenizer; the numbers are not the point)."""
+    covering every example (an untrained model with a digit-level tokenizer; the numbers are not the point).
+    """
     import torch
 
     from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration

@@ -193,8 +193,8 @@ def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transform
     caplog, monkeypatch
 ):
     # transformers warns, once per tokenizer, that such texts "will result in indexing errors"; here they are
-    # dropped and counted, so the warning is filtered. A fresh tokenizer, so it has not warned yet; transformers'
-    # loggers do not propagate by default, so let them reach caplog.
+    # dropped and counted, so the warning is filtered. A fresh tokenizer, so it has not warned yet;
+    # transformers' loggers do not propagate by default, so let them reach caplog.
     monkeypatch.setattr(logging.getLogger("transformers"), "propagate", True)
     fresh = train_fixture_tokenizer()
     long_text = " ".join(["Zwei junge Männer"] * 40)

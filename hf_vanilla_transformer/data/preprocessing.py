@@ -88,7 +88,8 @@ def tokenize_pairs(
         for column, _ in (source, target):
             if column not in dataset.column_names:
                 raise ValueError(
-                    f"Split '{split}' has no column '{column}'; columns found: {', '.join(dataset.column_names)}."
+                    f"Split '{split}' has no column '{column}'; columns found: "
+                    f"{', '.join(dataset.column_names)}."
                 )
 
     # Keep only the model's inputs: a leftover text column would break the collator.

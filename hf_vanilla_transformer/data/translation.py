@@ -84,8 +84,8 @@ def _find_file(data_dir: Path, prefix: str, lang: str) -> Path:
             languages_by_prefix[match["prefix"]].add(match["lang"])
     if prefix in languages_by_prefix:
         raise FileNotFoundError(
-            f"No file for language '{lang}' in {data_dir} (looked for {prefix}.{lang} and {prefix}.{lang}.gz); "
-            f"languages found: {', '.join(sorted(languages_by_prefix[prefix]))}."
+            f"No file for language '{lang}' in {data_dir} (looked for {prefix}.{lang} and "
+            f"{prefix}.{lang}.gz); languages found: {', '.join(sorted(languages_by_prefix[prefix]))}."
         )
     # Parallel files come in pairs: a lone "README.md" is not a split.
     prefixes = sorted(p for p, languages in languages_by_prefix.items() if len(languages) > 1)
@@ -198,8 +198,8 @@ def load_translation_dataset(
         if any(path.rglob("*.parquet")):
             return datasets.load_dataset("parquet", data_dir=str(path), **load_kwargs)
         raise ValueError(
-            f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor parquet "
-            "files. For plain-text parallel files use `load_parallel_text`."
+            f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor "
+            "parquet files. For plain-text parallel files use `load_parallel_text`."
         )
     name = str(name_or_path)
     if is_local_path(name):  # fail here rather than with a confusing error from the Hub

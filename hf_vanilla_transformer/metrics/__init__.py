@@ -1,8 +1,8 @@
 """Our evaluation metrics as local `evaluate` modules, loadable offline.
 
-Loading a metric by its Hub name (e.g. sacrebleu) fetches a script from the Hugging Face Hub and fails without a
-network. The modules here ship inside the package (as package data) and are loaded by absolute
-path, which evaluate resolves locally, from a source checkout or from an installed wheel:
+Loading a metric by its Hub name (e.g. sacrebleu) fetches a script from the Hugging Face Hub and fails without
+a network. The modules here ship inside the package (as package data) and are loaded by absolute path, which
+evaluate resolves locally, from a source checkout or from an installed wheel:
 
 * ``translation_metrics/translation_metrics.py``: sacreBLEU (13a, cased; optionally lowercased)
   and chrF, each with its sacrebleu signature.

@@ -1,4 +1,5 @@
-"""The series-expansion task (after Judge & Prosper's Transformer tutorial): expression -> Taylor series to O(x**6).
+"""The series-expansion task (after Judge & Prosper's Transformer tutorial): expression -> Taylor series to
+O(x**6).
 
 One module per concern:
 

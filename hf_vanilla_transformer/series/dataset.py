@@ -119,16 +119,16 @@ class SeriesDataArguments:
         if self.test_size + self.validation_size >= self.num_examples:
             raise ValueError(
                 f"test_size={self.test_size} + validation_size={self.validation_size} must be smaller than "
-                f"num_examples={self.num_examples} so that the train split is not empty; lower the split sizes "
-                "or raise num_examples."
+                f"num_examples={self.num_examples} so that the train split is not empty; lower the split "
+                "sizes or raise num_examples."
             )
         path = Path(self.output_dir)
         if path.exists() and not path.is_dir():
             raise ValueError(f"output_dir={self.output_dir!r} exists and is not a directory.")
         if path.is_dir() and any(path.iterdir()) and not self.overwrite:
             raise ValueError(
-                f"output_dir={self.output_dir!r} is not empty; choose another directory or pass overwrite=True "
-                "(--overwrite) to replace it."
+                f"output_dir={self.output_dir!r} is not empty; choose another directory or pass "
+                "overwrite=True (--overwrite) to replace it."
             )
 
 

@@ -37,9 +37,9 @@ EXPRESSION_NAMES = frozenset((*SERIES_NAMES, *FUNCTIONS))
 # How the series tokenizer pre-splits text before BPE: multi-letter names on their own, binary "+"/"-" with
 # their spaces (sympy prints " + " and " - " between terms, unary minus without spaces), any other whitespace,
 # and the integers of coefficients: a denominator with its slash ("/15") and any other integer not written as
-# an exponent ("**2" stays with its monomial). What is left (a monomial such as "*a**2*x**2") is a chunk inside
-# which BPE may merge freely. So "64*a**5*x**5/15" becomes "64", "*a**5*x**5", "/15": the coefficient the model
-# has to compute is never fused with the monomial it multiplies.
+# an exponent ("**2" stays with its monomial). What is left (a monomial such as "*a**2*x**2") is a chunk
+# inside which BPE may merge freely. So "64*a**5*x**5/15" becomes "64", "*a**5*x**5", "/15": the coefficient
+# the model has to compute is never fused with the monomial it multiplies.
 SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/\d+|(?<![*/\d])\d+"
 # The same split with integers written digit by digit, as Lample & Charton (2020) write theirs: every digit of
 # an integer that is not an exponent is its own chunk ("**12" stays whole), and so is a denominator's slash
@@ -48,8 +48,8 @@ DIGIT_SPLIT_PATTERN = r"[A-Za-z]{2,}| [-+] |\s+|/(?=\d)|(?<![*\d])\d|(?<=\d)(?<!
 
 # The tokens of Judge & Prosper's tutorial, which feeds the model characters rather than BPE pieces: function
 # names, symbols, single digits, operators and `O(x**6)` as one token. Its vocabulary has one "+" and one "-";
-# here a binary sign keeps the spaces sympy prints around it (" + ", " - ") and a unary minus has none, so that
-# decoding restores the exact text with the same number of tokens.
+# here a binary sign keeps the spaces sympy prints around it (" + ", " - ") and a unary minus has none, so
+# that decoding restores the exact text with the same number of tokens.
 TUTORIAL_TOKEN_PATTERN = "|".join(
     [
         re.escape(ORDER_TERM),
@@ -88,7 +88,8 @@ COEFFICIENT_INTEGER = re.compile(r"(?<![*\d])\d+")
 
 
 def count_terms(expression: str) -> int:
-    """The number of function calls in an expression: the generator's "terms" (`exp(c*x)**3 + sin(a*x)` has 2)."""
+    """The number of function calls in an expression: the generator's "terms" (`exp(c*x)**3 + sin(a*x)` has
+    2)."""
     return len(FUNCTION_CALL.findall(expression))
 
 

@@ -111,8 +111,8 @@ def exact_match_by_tutorial_length(
     limit: int = TUTORIAL_MAX_TOKENS,
 ) -> list[dict]:
     """Exact match apart for the pairs whose source and reference both fit in `limit` of the tutorial's tokens
-    (start and end tokens included, `grammar.tutorial_length`) and for the longer ones. The tutorial dropped the
-    longer ones, the hardest, from all its splits: the first row is the figure that compares with its
+    (start and end tokens included, `grammar.tutorial_length`) and for the longer ones. The tutorial dropped
+    the longer ones, the hardest, from all its splits: the first row is the figure that compares with its
     accuracy."""
     groups = [
         0 if max(tutorial_length(source), tutorial_length(reference)) <= limit else 1

@@ -1,9 +1,8 @@
 """Random source expressions of the series data set, after Judge & Prosper's tutorial.
 
-An expression has one to `MAX_TERMS` terms `f(k*s*x)` (`f` one of the grammar's functions, `k` a small integer,
-`s` one of its symbols), sometimes raised to a small power, combined with +, -, * and /, e.g.
-`(exp(3*a*x) - sin(c*x)/sinh(g*x))*exp(-a*x)`. The stream is reproducible: one `random.Random(seed)`.
-"""
+An expression has one to `MAX_TERMS` terms `f(k*s*x)` (`f` one of the grammar's functions, `k` a small
+integer, `s` one of its symbols), sometimes raised to a small power, combined with +, -, * and /, e.g.
+`(exp(3*a*x) - sin(c*x)/sinh(g*x))*exp(-a*x)`. The stream is reproducible: one `random.Random(seed)`."""
 
 from __future__ import annotations
 

@@ -154,9 +154,9 @@ class _CandidateQueue:
             if index >= self.max_candidates:
                 raise RuntimeError(
                     f"Gave up after {self.max_candidates} candidates with {len(self.examples)} of "
-                    f"{self.num_examples} examples (drops so far: {dict(self.drops)}). The sampler's space is "
-                    f"too small for num_examples={self.num_examples}, or almost everything is dropped; lower "
-                    "num_examples."
+                    f"{self.num_examples} examples (drops so far: {dict(self.drops)}). The sampler's space "
+                    f"is too small for num_examples={self.num_examples}, or almost everything is dropped; "
+                    "lower num_examples."
                 )
             self.sources[index] = expression
             try:
@@ -216,8 +216,8 @@ def generate_examples(
 
     Candidates come from `iter_candidates(seed)` unless `candidates` is given (then generation stops early if
     they run out). Duplicates are dropped before any work. Each worker handles one expression at a time; one
-    that is still busy after `timeout` seconds is killed and replaced, and the expression counted as `timeout`.
-    Results are consumed in candidate order, so the examples and the drop counts do not depend on
+    that is still busy after `timeout` seconds is killed and replaced, and the expression counted as
+    `timeout`. Results are consumed in candidate order, so the examples and the drop counts do not depend on
     `num_workers`.
 
     `process` computes one outcome (default `expression_to_series`); workers are forked, so it need not be
@@ -278,8 +278,8 @@ def generate_examples(
 def _collect(
     worker: _Worker, ready: list, queue: _CandidateQueue, timeout: float, context, worker_args
 ) -> _Worker:
-    """Take a busy worker's outcome if it has one, or time it out; return the worker to use from now on (a fresh
-    one when this one died or was killed)."""
+    """Take a busy worker's outcome if it has one, or time it out; return the worker to use from now on (a
+    fresh one when this one died or was killed)."""
     if worker.conn in ready:
         seconds = time.monotonic() - worker.started
         try:

@@ -62,7 +62,8 @@ Returns:
 Examples:
     >>> from hf_vanilla_transformer.metrics import load_translation_metric
     >>> metric = load_translation_metric()
-    >>> result = metric.compute(predictions=["The cat sat on the mat."], references=["The cat sat on the mat."])
+    >>> sentence = "The cat sat on the mat."
+    >>> result = metric.compute(predictions=[sentence], references=[sentence])
     >>> round(result["score"], 1), result["signature"].startswith("nrefs:1|case:mixed")
     (100.0, True)
 """

@@ -13,7 +13,8 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 
     The folder then loads in a process that never imported this package:
     `AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)`,
-    `AutoTokenizer.from_pretrained(folder)`, and `pipeline(model=folder, trust_remote_code=True)`."""
+    `AutoTokenizer.from_pretrained(folder)`, and `pipeline(model=folder, trust_remote_code=True)`.
+    """
     folder = Path(folder)
     # Saving through the pipeline records `custom_pipelines` and copies the pipeline's code with the model's.
     pipe = pipeline(TASK_NAME, model=model, tokenizer=tokenizer, device=model.device)

@@ -25,7 +25,12 @@ from .data.translation import load_translation_dataset, translation_languages
 from .metrics import load_series_metric, load_translation_metric
 from .series.renamings import add_symbol_renamings, held_out_expressions
 from .series.reports import ROW_FORMATS, series_breakdowns
-from .tokenization import train_series_tokenizer, train_translation_tokenizer
+from .tokenization import (
+    DEFAULT_MODEL_MAX_LENGTH,
+    train_series_tokenizer,
+    train_translation_tokenizer,
+    tutorial_series_tokenizer,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -56,7 +61,8 @@ class Task:
         raise NotImplementedError
 
     def add_training_data(self, raw: DatasetDict, held_out: Any, args: DataArguments) -> DatasetDict:
-        """Extra training pairs the arguments ask for (none by default); `held_out`: `held_out_data(raw)`."""
+        """Extra training pairs the arguments ask for (none by default); `held_out` is
+        `held_out_data(raw)`."""
         return raw
 
     def held_out_data(self, raw: DatasetDict, args: DataArguments) -> Any:
@@ -76,12 +82,13 @@ class Task:
         """Extra metrics and extra report sections (breakdowns) of an evaluation report."""
         return {}, {}
 
-    def tokenizer_options(self, integer_digits: bool = False) -> dict[str, Any]:
+    def tokenizer_options(
+        self, integer_digits: bool = False, tutorial_vocabulary: bool = False
+    ) -> dict[str, Any]:
         """Task-specific options of `train_tokenizer`; a `ValueError` for one the task does not have."""
-        if integer_digits:
-            raise ValueError(
-                f"`integer_digits` applies to the series task only; drop it for task {self.name!r}."
-            )
+        for name, value in (("integer_digits", integer_digits), ("tutorial_vocabulary", tutorial_vocabulary)):
+            if value:
+                raise ValueError(f"`{name}` applies to the series task only; drop it for task {self.name!r}.")
         return {}
 
     def train_tokenizer(self, corpus, vocab_size: int, **options):
@@ -185,10 +192,18 @@ class SeriesTask(Task):
     def report_details(self, metric, sources, predictions, references, train_sources):
         return {}, series_breakdowns(sources, predictions, references, train_sources)
 
-    def tokenizer_options(self, integer_digits=False):
-        return {"integer_digits": integer_digits}
+    def tokenizer_options(self, integer_digits=False, tutorial_vocabulary=False):
+        if integer_digits and tutorial_vocabulary:
+            raise ValueError(
+                "`integer_digits` is for BPE vocabularies; the tutorial's has single digits already."
+            )
+        return {"integer_digits": integer_digits, "tutorial_vocabulary": tutorial_vocabulary}
 
-    def train_tokenizer(self, corpus, vocab_size, **options):
+    def train_tokenizer(self, corpus, vocab_size, tutorial_vocabulary: bool = False, **options):
+        if tutorial_vocabulary:  # fixed, not learned: the corpus and the BPE options do not apply
+            return tutorial_series_tokenizer(
+                options.get("model_max_length", DEFAULT_MODEL_MAX_LENGTH), options.get("output_dir")
+            )
         return train_series_tokenizer(corpus, vocab_size, **options)
 
 

@@ -134,7 +134,8 @@ def _check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
 def _bpe_trainer(
     vocab_size: int, min_frequency: int, alphabet: Sequence[str], show_progress: bool
 ) -> BpeTrainer:
-    """The BPE trainer both tokenizers use: special tokens first (position == id), the alphabet always in."""
+    """The BPE trainer both tokenizers use: special tokens first (so position == id), the alphabet always
+    in."""
     return BpeTrainer(
         vocab_size=vocab_size,
         min_frequency=min_frequency,

@@ -7,8 +7,7 @@ penalty 0.6, unless flags say otherwise), the task's metrics, a JSON report with
     python scripts/evaluate_model.py --model outputs/multi30k/final --task translation \
         --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test
     python scripts/evaluate_model.py --model outputs/series/final --task series \
-        --dataset outputs/data/series \
-        --split test --num_beams 1
+        --dataset outputs/data/series --split test --num_beams 1
 """
 
 import logging

@@ -13,6 +13,10 @@ r"""Train a BPE tokenizer for translation or series expansion and save it for `A
     python scripts/train_tokenizer.py --task series --vocab_size 1000 \
         --dataset_dir outputs/data/series --output_dir outputs/tokenizers/series-bpe1k
 
+    # ... or the tutorial's fixed character-level vocabulary (nothing to learn; the data is checked)
+    python scripts/train_tokenizer.py --task series --tutorial_vocabulary \
+        --dataset_dir outputs/data/series --output_dir outputs/tokenizers/series-tutorial
+
 Prints the vocabulary size, the training time and the average tokens per text (against characters) on
 the validation split when there is one.
 """
@@ -49,6 +53,13 @@ class TokenizerArguments:
         default=False,
         metadata={"help": "Series only: write integers digit by digit instead of as BPE tokens."},
     )
+    tutorial_vocabulary: bool = field(
+        default=False,
+        metadata={
+            "help": "Series only: the fixed character-level vocabulary of Judge & Prosper's tutorial instead "
+            "of a trained BPE (the data is still read, for the length report and the round-trip check)."
+        },
+    )
     model_max_length: int = field(
         default=DEFAULT_MODEL_MAX_LENGTH, metadata={"help": "The model's max_position_embeddings."}
     )
@@ -62,7 +73,9 @@ def main() -> None:
         parser.error("Pass exactly one of --dataset_dir and --text_files.")
     task = get_task(args.task)
     try:  # before loading any data
-        options = task.tokenizer_options(integer_digits=args.integer_digits)
+        options = task.tokenizer_options(
+            integer_digits=args.integer_digits, tutorial_vocabulary=args.tutorial_vocabulary
+        )
     except ValueError as error:
         parser.error(str(error))
 

@@ -36,8 +36,10 @@ LOAD_AND_GENERATE = textwrap.dedent(
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     ids = model.generate(**tokenizer("ein hund läuft", return_tensors="pt"), max_new_tokens=4)
     assert "hf_vanilla_transformer" not in sys.modules
-    text = tokenizer.decode(ids[0], skip_special_tokens=True)
-    print(json.dumps({"text": text, "beams": model.generation_config.num_beams}))
+    print(json.dumps({
+        "text": tokenizer.decode(ids[0], skip_special_tokens=True),
+        "beams": model.generation_config.num_beams,
+    }))
     """
 )
 

@@ -52,9 +52,15 @@ def test_each_task_names_its_columns_metric_and_defaults():
     assert (translation.best_metric, series.best_metric) == ("bleu", "exact_match")
     assert (translation.output_length_from_config, series.output_length_from_config) == (False, True)
     assert series.row_formats and not translation.row_formats
-    assert series.tokenizer_options(integer_digits=True) == {"integer_digits": True}
-    with pytest.raises(ValueError, match="series task only"):
-        translation.tokenizer_options(integer_digits=True)
+    assert series.tokenizer_options(integer_digits=True) == {
+        "integer_digits": True,
+        "tutorial_vocabulary": False,
+    }
+    for option in ("integer_digits", "tutorial_vocabulary"):
+        with pytest.raises(ValueError, match=f"`{option}` applies to the series task only"):
+            translation.tokenizer_options(**{option: True})
+    with pytest.raises(ValueError, match="single digits already"):
+        series.tokenizer_options(integer_digits=True, tutorial_vocabulary=True)
 
 
 def test_unknown_task_and_misplaced_options_are_refused():

@@ -376,3 +376,29 @@ def test_train_tokenizer_script_integer_digits(tmp_path):
     )
     assert refused.returncode != 0 and "`integer_digits` applies to the series task only" in refused.stderr
     assert not (tmp_path / "no").exists()
+
+
+def test_train_tokenizer_script_writes_the_tutorial_vocabulary(tmp_path):
+    """The tutorial's tokenizer from the command line: nothing learned, every string of every split
+    round-trips, and it is refused for translation."""
+    from hf_vanilla_transformer.series.dataset import generate_series_dataset
+
+    generate_series_dataset(tmp_path / "data", 120, seed=2, test_size=20, validation_size=10, progress=False)
+    script = Path(__file__).resolve().parents[1] / "scripts" / "train_tokenizer.py"
+    common = [sys.executable, str(script), "--tutorial_vocabulary", "--dataset_dir", str(tmp_path / "data")]
+    result = subprocess.run(
+        [*common, "--task", "series", "--output_dir", str(tmp_path / "tok")],
+        check=True, capture_output=True, text=True,
+    )  # fmt: skip
+    for split, size in (("train", 90), ("validation", 10), ("test", 20)):
+        assert f"{split}: decode(encode(s)) == s for {2 * size} of {2 * size} strings" in result.stdout
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tok")
+    assert len(tokenizer) == 37 and "O(x**6)" in tokenizer.get_vocab()
+    refused = subprocess.run(
+        [*common, "--task", "translation", "--output_dir", str(tmp_path / "no")],
+        capture_output=True,
+        text=True,
+    )
+    assert (
+        refused.returncode != 0 and "`tutorial_vocabulary` applies to the series task only" in refused.stderr
+    )

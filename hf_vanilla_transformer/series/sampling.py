@@ -2,7 +2,8 @@
 
 An expression has one to `MAX_TERMS` terms `f(k*s*x)` (`f` one of the grammar's functions, `k` a small
 integer, `s` one of its symbols), sometimes raised to a small power, combined with +, -, * and /, e.g.
-`(exp(3*a*x) - sin(c*x)/sinh(g*x))*exp(-a*x)`. The stream is reproducible: one `random.Random(seed)`."""
+`(exp(3*a*x) - sin(c*x)/sinh(g*x))*exp(-a*x)`. The stream is reproducible: one `random.Random(seed)`.
+"""
 
 from __future__ import annotations
 

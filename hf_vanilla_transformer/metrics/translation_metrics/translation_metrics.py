@@ -62,8 +62,9 @@ Returns:
 Examples:
     >>> from hf_vanilla_transformer.metrics import load_translation_metric
     >>> metric = load_translation_metric()
-    >>> sentence = "The cat sat on the mat."
-    >>> result = metric.compute(predictions=[sentence], references=[sentence])
+    >>> result = metric.compute(
+    ...     predictions=["The cat sat on the mat."], references=["The cat sat on the mat."]
+    ... )
     >>> round(result["score"], 1), result["signature"].startswith("nrefs:1|case:mixed")
     (100.0, True)
 """

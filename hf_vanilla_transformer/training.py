@@ -30,8 +30,10 @@ import yaml
 from accelerate import PartialState
 from accelerate.utils import broadcast
 from safetensors.torch import load_file
+from tqdm.auto import tqdm
 from transformers import (
     HfArgumentParser,
+    ProgressCallback,
     SchedulerType,
     Seq2SeqTrainer,
     Seq2SeqTrainingArguments,
@@ -301,6 +303,34 @@ class TimeBudgetCallback(TrainerCallback):
             control.should_evaluate = args.eval_strategy != "no"
 
 
+class TimeBudgetProgressCallback(ProgressCallback):
+    """The training bar of a run with a time budget counts the budget's minutes, the step beside them: a bar
+    of `max_steps` would promise steps (and hours) that a run stopped by the clock never reaches."""
+
+    def __init__(self, minutes: float):
+        super().__init__()
+        self.minutes = minutes
+        self.started = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.started = time.monotonic()
+            self.training_bar = tqdm(
+                total=self.minutes,
+                desc="training",
+                unit="min",
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:g} min of the budget{postfix}",
+                dynamic_ncols=True,
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            elapsed = min(self.minutes, (time.monotonic() - self.started) / 60)
+            self.training_bar.n = elapsed
+            self.training_bar.set_postfix_str(f"step {state.global_step}", refresh=False)
+            self.training_bar.update(0)  # redraws at most every `mininterval` seconds
+
+
 # Checkpoint averaging ------------------------------------------------------------------------------------
 
 
@@ -454,6 +484,10 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
             "help": "Continue a run from a checkpoint-<step> folder (train.py) or a state-<step> folder "
             "(train_accelerate.py)."
         },
+    )
+    dataloader_pin_memory: bool = field(
+        default=torch.cuda.is_available(),
+        metadata={"help": "Pin batches in page-locked memory for faster copies to a GPU (on with CUDA)."},
     )
 
 
@@ -611,6 +645,9 @@ def run_training(
         callbacks=callbacks,
         max_tokens=data_args.max_tokens,
     )
+    if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:
+        trainer.remove_callback(ProgressCallback)
+        trainer.add_callback(TimeBudgetProgressCallback(recipe_args.max_train_minutes))
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     final = Path(training_args.output_dir) / "final"
     if trainer.is_world_process_zero():

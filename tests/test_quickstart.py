@@ -18,7 +18,7 @@ def test_quickstart_runs_end_to_end(tmp_path, capsys):
     )
     result = run_quickstart(args)
     printed = capsys.readouterr().out
-    for step in ("1/5", "2/5", "3/5", "4/5", "5/5", "model:", "CAS:"):
+    for step in ("1/5", "2/5", "3/5", "4/5", "5/5", "model:", "CAS:", "up to 2 terms in the symbols a, b"):
         assert step in printed
     metrics = result["metrics"]
     assert metrics["n"] == 20 and 0.0 <= metrics["exact_match"] <= 1.0

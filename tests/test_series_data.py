@@ -440,3 +440,27 @@ def test_bad_arguments_name_the_value(tmp_path):
     (tmp_path / "full" / "file").write_text("x")
     with pytest.raises(ValueError, match="overwrite"):
         generate_series_dataset(tmp_path / "full", num_examples=50, test_size=5, validation_size=5)
+
+
+def test_the_sampler_can_be_narrowed_to_fewer_terms_and_symbols(tmp_path):
+    from hf_vanilla_transformer.series.grammar import SYMBOL, count_terms
+
+    candidates = [
+        next(stream) for stream in [iter_candidates(4, max_terms=2, symbols=["a", "b"])] for _ in range(300)
+    ]
+    assert max(map(count_terms, candidates)) == 2
+    assert set().union(*(SYMBOL.findall(c) for c in candidates)) == {"a", "b"}
+    # The default stream is the one the shipped data sets were generated from.
+    assert [next(stream) for stream in [iter_candidates(4)] for _ in range(3)] == [
+        "sin(g*x)**2*tanh(c*x)**3",
+        "tanh(a*x)",
+        "tanh(c*x)*(sinh(-3*c*x) + tan(-b*x))",
+    ]
+    summary = generate_series_dataset(
+        tmp_path / "data", 60, max_terms=1, symbols=["c"], test_size=5, validation_size=5, progress=False
+    )
+    assert set(summary["terms_per_expression"]) == {"1"} and summary["arguments"]["symbols"] == ["c"]
+    with pytest.raises(ValueError, match=r"symbols=\['a', 'e'\] must be a non-empty subset"):
+        generate_series_dataset(tmp_path / "bad", 10, symbols=["a", "e"])
+    with pytest.raises(ValueError, match="max_terms=0"):
+        generate_series_dataset(tmp_path / "bad", 10, max_terms=0)

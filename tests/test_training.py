@@ -16,6 +16,7 @@ from hf_vanilla_transformer.training import (
     LossPlotCallback,
     RecipeArguments,
     TimeBudget,
+    TimeBudgetProgressCallback,
     TokenBudgetBatchSampler,
     TokenBudgetSeq2SeqTrainer,
     average_checkpoints,
@@ -207,3 +208,20 @@ def test_checkpoint_averaging_writes_mean_weights(tmp_path, word_tokenizer):
     assert model.lm_head.weight is model.model.shared.weight
     with pytest.raises(ValueError, match="has 2"):
         last_checkpoints(tmp_path, 5)
+
+
+def test_a_time_budgeted_run_shows_minutes_of_its_budget_not_max_steps():
+    """A run stopped by the clock must not show a bar of `max_steps` (and an estimate of hours)."""
+    from types import SimpleNamespace
+
+    callback = TimeBudgetProgressCallback(minutes=6)
+    state = SimpleNamespace(is_world_process_zero=True, global_step=0, max_steps=100_000)
+    callback.on_train_begin(None, state, None)
+    callback.started -= 90  # a minute and a half into the budget
+    state.global_step = 250
+    callback.on_step_end(None, state, None)
+    bar = callback.training_bar
+    assert bar.total == 6 and abs(bar.n - 1.5) < 0.01
+    text = str(bar)
+    assert "1.5/6 min of the budget, step 250" in text and "100000" not in text
+    callback.on_train_end(None, state, None)

@@ -23,8 +23,9 @@ from pathlib import Path
 import symengine as se
 import sympy as sp
 
-from .grammar import count_terms
+from .grammar import SYMBOL_NAMES, count_terms
 from .renamings import symbol_renaming_shape
+from .sampling import MAX_TERMS, check_sampling
 from .workers import generate_examples, validate_positive
 
 
@@ -81,6 +82,16 @@ class SeriesDataArguments:
     )
     num_examples: int = field(default=50_000, metadata={"help": "Unique examples in all splits together."})
     seed: int = field(default=0, metadata={"help": "Seed of the expression sampler and of the split."})
+    max_terms: int = field(
+        default=MAX_TERMS,
+        metadata={
+            "help": f"Terms (function calls) per expression, at most; 1 to {MAX_TERMS} drawn uniformly."
+        },
+    )
+    symbols: list[str] = field(
+        default_factory=lambda: list(SYMBOL_NAMES),
+        metadata={"help": f"The symbols expressions draw from, a subset of {' '.join(SYMBOL_NAMES)}."},
+    )
     num_workers: int = field(default=2, metadata={"help": "Worker processes computing series."})
     test_size: int | None = field(
         default=None,
@@ -105,6 +116,7 @@ class SeriesDataArguments:
     def __post_init__(self):
         for name in ("num_examples", "num_workers", "max_target_chars"):
             validate_positive(name, getattr(self, name), integer=True)
+        check_sampling(self.max_terms, self.symbols)
         validate_positive("timeout", self.timeout)
         validate_positive("memory_limit_mb", self.memory_limit_mb, allow_zero=True, integer=True)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
@@ -153,6 +165,8 @@ def generate_series_dataset(
     result = generate_examples(
         args.num_examples,
         seed=args.seed,
+        max_terms=args.max_terms,
+        symbols=args.symbols,
         num_workers=args.num_workers,
         timeout=args.timeout,
         max_target_chars=args.max_target_chars,
@@ -183,7 +197,8 @@ def generate_series_dataset(
     summary = {
         "description": (
             "Taylor series about x = 0 up to O(x**6) of random expressions in exp, sin, cos, tan, sinh, "
-            "cosh, tanh of k*s*x, s in {a, b, c, d, f, g} (after Judge & Prosper 2023). Coefficients are "
+            f"cosh, tanh of k*s*x, s in {{{', '.join(args.symbols)}}}, at most {args.max_terms} terms (after "
+            "Judge & Prosper 2023). Coefficients are "
             "cancelled rational functions, printed expanded over a monomial denominator, else as (N)/(D)."
         ),
         "splits": {name: len(rows) for name, rows in splits.items()},

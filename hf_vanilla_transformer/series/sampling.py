@@ -8,7 +8,7 @@ integer, `s` one of its symbols), sometimes raised to a small power, combined wi
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 from .grammar import FUNCTIONS, SYMBOL_NAMES, VARIABLE
@@ -25,10 +25,10 @@ _OPERATOR_WEIGHTS = (3, 2, 3, 2)
 MAX_TERMS = 4
 
 
-def _sample_term(rng: random.Random) -> str:
+def _sample_term(rng: random.Random, symbols: Sequence[str]) -> str:
     """One term ``f(k*s*x)``, e.g. ``tan(c*x)``, ``exp(-3*a*x)`` or ``sinh(2*g*x)**3``."""
     multiplier = rng.choices(_MULTIPLIERS, _MULTIPLIER_WEIGHTS)[0]
-    symbol = rng.choice(SYMBOL_NAMES)
+    symbol = rng.choice(symbols)
     sign = "-" if rng.random() < _NEGATIVE_PROBABILITY else ""
     scale = f"{multiplier}*" if multiplier > 1 else ""
     term = f"{rng.choice(FUNCTIONS)}({sign}{scale}{symbol}*{VARIABLE})"
@@ -55,15 +55,29 @@ def _combine(op: str, left: _Node, right: _Node) -> _Node:
     return _Node(op, text)
 
 
-def sample_expression(rng: random.Random, max_terms: int = MAX_TERMS) -> str:
+def check_sampling(max_terms: int, symbols: Sequence[str]) -> None:
+    """Raise `ValueError` for a term count or symbols the sampler cannot use, naming the value."""
+    if not isinstance(max_terms, int) or isinstance(max_terms, bool) or max_terms < 1:
+        raise ValueError(f"max_terms={max_terms!r} must be an integer of at least 1.")
+    unknown = [s for s in symbols if s not in SYMBOL_NAMES]
+    if not symbols or unknown:
+        raise ValueError(
+            f"symbols={list(symbols)!r} must be a non-empty subset of the grammar's {list(SYMBOL_NAMES)}"
+            + (f"; {unknown} are not." if unknown else ".")
+        )
+
+
+def sample_expression(
+    rng: random.Random, max_terms: int = MAX_TERMS, symbols: Sequence[str] = SYMBOL_NAMES
+) -> str:
     """Draw one random source expression, e.g. ``(exp(3*a*x) - sin(c*x)/sinh(g*x))*exp(-a*x)``.
 
     The number of terms is uniform in 1..max_terms; terms are joined pairwise at random positions,
-    which gives random tree shapes (``(t1 + t2)*t3`` as well as ``t1 + t2*t3``).
+    which gives random tree shapes (``(t1 + t2)*t3`` as well as ``t1 + t2*t3``). Each term draws its symbol
+    from `symbols`.
     """
-    if max_terms < 1:
-        raise ValueError(f"max_terms={max_terms} must be at least 1.")
-    nodes = [_Node("", _sample_term(rng)) for _ in range(rng.randint(1, max_terms))]
+    check_sampling(max_terms, symbols)
+    nodes = [_Node("", _sample_term(rng, symbols)) for _ in range(rng.randint(1, max_terms))]
     while len(nodes) > 1:
         i = rng.randrange(len(nodes) - 1)
         op = rng.choices(_OPERATORS, _OPERATOR_WEIGHTS)[0]
@@ -71,8 +85,11 @@ def sample_expression(rng: random.Random, max_terms: int = MAX_TERMS) -> str:
     return nodes[0].text
 
 
-def iter_candidates(seed: int, max_terms: int = MAX_TERMS) -> Iterator[str]:
+def iter_candidates(
+    seed: int, max_terms: int = MAX_TERMS, symbols: Sequence[str] = SYMBOL_NAMES
+) -> Iterator[str]:
     """Endless, reproducible stream of candidate expressions (duplicates included) for ``seed``."""
+    check_sampling(max_terms, symbols)
     rng = random.Random(seed)
     while True:
-        yield sample_expression(rng, max_terms)
+        yield sample_expression(rng, max_terms, symbols)

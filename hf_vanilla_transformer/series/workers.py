@@ -21,14 +21,15 @@ import resource
 import signal
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import symengine as se
 from tqdm.auto import tqdm
 
 from .expansion import DROP_REASONS, SeriesOutcome, expression_to_series
-from .sampling import iter_candidates
+from .grammar import SYMBOL_NAMES
+from .sampling import MAX_TERMS, iter_candidates
 
 ProcessFn = Callable[[str, int | None], SeriesOutcome]
 
@@ -203,6 +204,8 @@ def generate_examples(
     num_examples: int,
     *,
     seed: int = 0,
+    max_terms: int = MAX_TERMS,
+    symbols: Sequence[str] = SYMBOL_NAMES,
     num_workers: int = 2,
     timeout: float = 2.0,
     max_target_chars: int | None = 1000,
@@ -214,11 +217,11 @@ def generate_examples(
 ) -> GenerationResult:
     """Compute `num_examples` unique (expression, series) pairs in parallel.
 
-    Candidates come from `iter_candidates(seed)` unless `candidates` is given (then generation stops early if
-    they run out). Duplicates are dropped before any work. Each worker handles one expression at a time; one
-    that is still busy after `timeout` seconds is killed and replaced, and the expression counted as
-    `timeout`. Results are consumed in candidate order, so the examples and the drop counts do not depend on
-    `num_workers`.
+    Candidates come from `iter_candidates(seed, max_terms, symbols)` unless `candidates` is given (then
+    generation stops early if they run out). Duplicates are dropped before any work. Each worker handles one
+    expression at a time; one that is still busy after `timeout` seconds is killed and replaced, and the
+    expression counted as `timeout`. Results are consumed in candidate order, so the examples and the drop
+    counts do not depend on `num_workers`.
 
     `process` computes one outcome (default `expression_to_series`); workers are forked, so it need not be
     picklable (tests pass one that hangs on purpose).
@@ -236,7 +239,7 @@ def generate_examples(
         total=num_examples, desc="series", unit="ex", disable=not progress, mininterval=2
     )
     queue = _CandidateQueue(
-        iter(candidates) if candidates is not None else iter_candidates(seed),
+        iter(candidates) if candidates is not None else iter_candidates(seed, max_terms, symbols),
         num_examples,
         max_candidates,
         bar,

@@ -321,6 +321,7 @@ class TimeBudgetProgressCallback(ProgressCallback):
                 unit="min",
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:g} min of the budget{postfix}",
                 dynamic_ncols=True,
+                mininterval=1.0,
             )
 
     def on_step_end(self, args, state, control, **kwargs):

@@ -136,6 +136,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
         scale_embedding: multiply token embeddings by sqrt(d_model) (§3.4).
         share_encoder_decoder_embeddings: one embedding matrix for encoder and decoder inputs (§3.4).
         tie_word_embeddings: the output projection (`lm_head`) reuses the decoder input embedding (§3.4).
+        output_bias: a bias on the output projection, added to the logits. The paper has none (§3.4); the
+            series tutorial's output layer has one, and so do Marian checkpoints (`final_logits_bias`).
         label_smoothing: epsilon_ls used by the loss when `labels` are given (§5.4).
         layer_norm_eps: epsilon of every LayerNorm.
         init_std: standard deviation of embedding initialisation; `None` means d_model ** -0.5, so that
@@ -181,6 +183,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     scale_embedding: bool = True
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = True
+    output_bias: bool = False
     label_smoothing: float = 0.1
     layer_norm_eps: float = 1e-5
     init_std: float | None = None

@@ -85,6 +85,9 @@ class CTranslate2Seq2Seq:
             beam_size=num_beams or self.defaults["num_beams"],
             length_penalty=self.defaults["length_penalty"] if length_penalty is None else length_penalty,
             max_decoding_length=max_new_tokens or self.defaults["max_length"],
+            # CTranslate2 forbids an empty output by default; generate() does not (min_length 0), and an
+            # immediate </s> must decode the same on both.
+            min_decoding_length=0,
             max_batch_size=max_batch_size,
         )
         return [[self.tokenizer.token_to_id(token) for token in result.hypotheses[0]] for result in results]

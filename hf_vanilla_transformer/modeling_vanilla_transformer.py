@@ -742,7 +742,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         self.model = VanillaTransformerModel(config)
-        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=False)
+        self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=config.output_bias)
         # §3.4: the output projection is the decoder's input embedding. Ties of the bare model (its `shared`
         # matrix) come with it; transformers applies this one only when `config.tie_word_embeddings` is on.
         decoder_embedding = (

@@ -29,6 +29,8 @@ def _saved_model(folder: Path, tokenizer, **config_overrides) -> VanillaTransfor
     torch.manual_seed(0)
     config = tiny_config(vocab_size=len(tokenizer), max_position_embeddings=64, **config_overrides)
     model = VanillaTransformerForConditionalGeneration(config).eval()
+    if model.lm_head.bias is not None:  # initialised to zero: make it count, so that the export must carry it
+        torch.nn.init.normal_(model.lm_head.bias, std=2.0)
     save_model_folder(model, tokenizer, folder)
     return model
 
@@ -44,8 +46,8 @@ def _our_ids(model, tokenizer, texts, **generate_kwargs) -> list[list[int]]:
 
 @pytest.mark.parametrize(
     "variant",
-    [{}, {"normalize_before": True, "position_embedding_type": "learned"}],
-    ids=["paper-post-ln-sinusoidal", "pre-ln-learned-positions"],
+    [{}, {"normalize_before": True, "position_embedding_type": "learned", "output_bias": True}],
+    ids=["paper-post-ln-sinusoidal", "pre-ln-learned-positions-output-bias"],
 )
 def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, variant):
     model = _saved_model(tmp_path / "model", word_tokenizer, **variant)

@@ -532,3 +532,24 @@ def test_tiny_model_learns_to_reverse_sequences():
     generated = model.generate(input_ids=sources, num_beams=1, max_new_tokens=8)
     # generated = <s> reversed </s>
     assert generated[:, 1:8].tolist() == labels.tolist()
+
+
+def test_output_bias_is_added_to_the_logits_and_saved_beside_the_tied_matrix(tmp_path, padded_batch):
+    """The tutorial's output layer and Marian's `final_logits_bias`; the paper's projection has no bias."""
+    assert VanillaTransformerForConditionalGeneration(tiny_config()).lm_head.bias is None
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(output_bias=True)).eval()
+    torch.nn.init.normal_(model.lm_head.bias)
+    assert model.lm_head.weight is model.model.shared.weight  # still tied (§3.4)
+    decoder_input_ids = padded_batch["input_ids"][:, :4]
+    with torch.no_grad():
+        outputs = model(**padded_batch, decoder_input_ids=decoder_input_ids, output_hidden_states=True)
+        expected = outputs.decoder_hidden_states[-1] @ model.model.shared.weight.T + model.lm_head.bias
+    torch.testing.assert_close(outputs.logits, expected)
+    model.save_pretrained(tmp_path)
+    reloaded, info = VanillaTransformerForConditionalGeneration.from_pretrained(
+        tmp_path, output_loading_info=True
+    )
+    assert not info["missing_keys"] and not info["unexpected_keys"]
+    torch.testing.assert_close(reloaded.lm_head.bias, model.lm_head.bias)
+    assert reloaded.lm_head.weight is reloaded.model.shared.weight

@@ -124,6 +124,7 @@ def test_tutorial_recipe_is_the_tutorials_setup():
     assert (config["d_model"], config["encoder_layers"], config["decoder_layers"]) == (200, 4, 4)
     assert config["position_embedding_type"] == "learned" and config["label_smoothing"] == 0.0
     assert config["share_encoder_decoder_embeddings"] is False and config["tie_word_embeddings"] is False
+    assert config["output_bias"] is True
     assert recipe_args.paper_learning_rate is False and training_args.learning_rate == 5e-4
     assert (training_args.lr_scheduler_type, training_args.max_grad_norm) == ("constant", 1.0)
     assert (training_args.adam_beta2, training_args.adam_epsilon) == (0.999, 1e-8)

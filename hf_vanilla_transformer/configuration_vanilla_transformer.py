@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+SINUSOID_LAYOUTS = ("interleaved", "halves")
 
 # Named presets: keyword overrides applied on top of the paper defaults.
 # "transformer-base" / "transformer-big" are Table 3 of the paper. The small ones are sized to train
@@ -68,9 +69,12 @@ def _check_probability(name: str, value: Any) -> None:
         raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
 
 
-def _check_position_embedding_type(name: str, value: Any) -> None:
-    if value not in POSITION_EMBEDDING_TYPES:
-        raise ValueError(f"Unknown `{name}` {value!r}; expected one of {POSITION_EMBEDDING_TYPES}.")
+def _check_choice(choices: tuple[str, ...]):
+    def check(name: str, value: Any) -> None:
+        if value not in choices:
+            raise ValueError(f"Unknown `{name}` {value!r}; expected one of {choices}.")
+
+    return check
 
 
 # Checks of one field alone, run at construction and whenever the field (or its alias) is set afterwards.
@@ -93,7 +97,8 @@ _FIELD_CHECKS = {
     **dict.fromkeys(
         ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"), _check_probability
     ),
-    "position_embedding_type": _check_position_embedding_type,
+    "position_embedding_type": _check_choice(POSITION_EMBEDDING_TYPES),
+    "sinusoid_layout": _check_choice(SINUSOID_LAYOUTS),
 }
 
 # What each alias of `VanillaTransformerConfig.attribute_map` sets, for error messages.
@@ -131,6 +136,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
             fixed table of this length; learned positions cannot go beyond it.
         position_embedding_type: `"sinusoidal"` (§3.5) or `"learned"` (as bentrevett's notebook and the
             series-expansion tutorial use).
+        sinusoid_layout: where the sines and cosines of sinusoidal positions go: `"interleaved"`, as §3.5
+            writes them (sin in even dimensions, cos in odd), or `"halves"`, all sines then all cosines, as
+            Marian and fairseq lay them out (the same values, permuted).
         normalize_before: `False` is the paper's post-LN `LayerNorm(x + Sublayer(x))`; `True` is pre-LN
             `x + Sublayer(LayerNorm(x))` with a final LayerNorm after each stack.
         scale_embedding: multiply token embeddings by sqrt(d_model) (§3.4).
@@ -179,6 +187,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     activation_dropout: float = 0.0
     max_position_embeddings: int = 1024
     position_embedding_type: str = "sinusoidal"
+    sinusoid_layout: str = "interleaved"
     normalize_before: bool = False
     scale_embedding: bool = True
     share_encoder_decoder_embeddings: bool = True

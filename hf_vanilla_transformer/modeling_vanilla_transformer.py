@@ -45,16 +45,21 @@ def shift_tokens_right(
     return shifted
 
 
-def sinusoidal_position_table(num_positions: int, dim: int) -> torch.Tensor:
+def sinusoidal_position_table(num_positions: int, dim: int, layout: str = "interleaved") -> torch.Tensor:
     """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
 
-    Interleaved exactly as the paper writes it (fairseq and Marian put all sines first, a permutation).
+    `layout="interleaved"` places them exactly as the paper writes them; `"halves"` puts all sines first, then
+    all cosines, as Marian and fairseq do (the same values, permuted), so that their checkpoints compute here
+    what they computed there.
     """
     position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
     inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (d/2,)
+    sines, cosines = torch.sin(position * inv_freq), torch.cos(position * inv_freq)  # (P, d/2) each
+    if layout == "halves":
+        return torch.cat([sines, cosines], dim=1)
     table = torch.zeros(num_positions, dim)
-    table[:, 0::2] = torch.sin(position * inv_freq)
-    table[:, 1::2] = torch.cos(position * inv_freq)
+    table[:, 0::2] = sines
+    table[:, 1::2] = cosines
     return table
 
 
@@ -66,14 +71,16 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
     (models are built on the meta device in transformers v5).
     """
 
-    def __init__(self, num_positions: int, dim: int, learned: bool):
+    def __init__(self, num_positions: int, dim: int, learned: bool, layout: str = "interleaved"):
         super().__init__()
         self.num_positions = num_positions
         self.learned = learned
+        self.layout = layout
         if learned:
             self.weight = nn.Parameter(torch.empty(num_positions, dim))
         else:
-            self.register_buffer("weight", sinusoidal_position_table(num_positions, dim), persistent=False)
+            table = sinusoidal_position_table(num_positions, dim, layout)
+            self.register_buffer("weight", table, persistent=False)
 
     def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
         """Positions `past_length .. past_length + seq_len - 1`. `past_length` is a Python int (dynamic
@@ -430,7 +437,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             if module.learned:
                 init.normal_(module.weight, mean=0.0, std=embed_std)
             else:
-                init.copy_(module.weight, sinusoidal_position_table(*module.weight.shape))
+                init.copy_(module.weight, sinusoidal_position_table(*module.weight.shape, module.layout))
 
 
 class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
@@ -452,6 +459,7 @@ class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
             config.max_position_embeddings,
             config.d_model,
             learned=config.position_embedding_type == "learned",
+            layout=config.sinusoid_layout,
         )
         self.layers = nn.ModuleList([layer_class(config, layer_idx=i) for i in range(num_layers)])
         self.layer_norm = (

@@ -553,3 +553,22 @@ def test_output_bias_is_added_to_the_logits_and_saved_beside_the_tied_matrix(tmp
     assert not info["missing_keys"] and not info["unexpected_keys"]
     torch.testing.assert_close(reloaded.lm_head.bias, model.lm_head.bias)
     assert reloaded.lm_head.weight is reloaded.model.shared.weight
+
+
+def test_halves_layout_is_marians_sinusoid_table_and_the_paper_default_is_interleaved():
+    """Marian and fairseq put all sines first (a permutation of §3.5's table); their checkpoints need it."""
+    from transformers.models.marian.modeling_marian import MarianSinusoidalPositionalEmbedding
+
+    marian = MarianSinusoidalPositionalEmbedding(50, 32).create_weight()
+    torch.testing.assert_close(
+        sinusoidal_position_table(50, 32, "halves"), marian, atol=2e-6, rtol=0
+    )  # Marian computes in float64
+    interleaved = sinusoidal_position_table(50, 32)
+    torch.testing.assert_close(interleaved[:, 0::2], marian[:, :16], atol=2e-6, rtol=0)
+    torch.testing.assert_close(interleaved[:, 1::2], marian[:, 16:], atol=2e-6, rtol=0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(sinusoid_layout="halves"))
+    table = model.model.encoder.embed_positions.weight
+    torch.testing.assert_close(table, sinusoidal_position_table(*table.shape, "halves"))
+    assert VanillaTransformerForConditionalGeneration(tiny_config()).config.sinusoid_layout == "interleaved"
+    with pytest.raises(ValueError, match=r"Unknown `sinusoid_layout` 'cosines-first'; expected one of"):
+        tiny_config(sinusoid_layout="cosines-first")

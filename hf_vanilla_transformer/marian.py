@@ -11,10 +11,12 @@ what the Marian model computes; `tests/test_marian.py` checks logits and generat
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import torch
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .hub import is_local_path
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_position_table,
@@ -92,3 +94,22 @@ def convert_marian_model(marian_model) -> VanillaTransformerForConditionalGenera
     model.tie_weights()
     model.generation_config = marian_model.generation_config
     return model.eval()
+
+
+def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Path:
+    """Convert a MarianMTModel folder or Hub id (e.g. `Helsinki-NLP/opus-mt-de-en`, which needs the network)
+    into a folder of this package: safetensors weights, config, the Marian tokenizer files (`AutoTokenizer`
+    loads them; needs `sentencepiece`), the Marian model's own generation config (so `generate()` with no
+    arguments decodes as it did), and the modeling and pipeline code for `trust_remote_code` loading."""
+    from transformers import AutoTokenizer, MarianMTModel
+
+    from .saving import save_model_folder
+
+    if not Path(model_name_or_path).is_dir() and is_local_path(model_name_or_path):
+        raise FileNotFoundError(
+            f"No Marian model folder at {model_name_or_path}: pass a folder saved by "
+            "MarianMTModel.save_pretrained or a Hub id such as Helsinki-NLP/opus-mt-de-en."
+        )
+    marian = MarianMTModel.from_pretrained(model_name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
+    return save_model_folder(convert_marian_model(marian), tokenizer, output_dir)

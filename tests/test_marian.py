@@ -75,3 +75,91 @@ def test_marian_positions_that_are_not_the_sinusoids_are_refused():
         marian.model.encoder.embed_positions.weight.add_(1.0)
     with pytest.raises(ValueError, match="embed_positions.weight is not the sinusoid table"):
         convert_marian_model(marian)
+
+
+SENTENCES = [
+    "ein hund läuft im park",
+    "zwei katzen schlafen",
+    "a dog runs in the park",
+    "two cats sleep",
+    "der hund schläft im haus",
+    "the dog sleeps in the house",
+]
+
+
+def _marian_folder(folder) -> MarianMTModel:
+    """A saved Marian model with a real Marian tokenizer (sentencepiece, as OPUS-MT ships it)."""
+    import json
+
+    import sentencepiece
+    from transformers import MarianTokenizer
+
+    folder.mkdir()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(SENTENCES * 20), model_prefix=str(folder / "spm"), vocab_size=40,
+        model_type="bpe", character_coverage=1.0, hard_vocab_limit=False, minloglevel=2,
+    )  # fmt: skip
+    pieces = sentencepiece.SentencePieceProcessor(model_file=str(folder / "spm.model"))
+    vocab = {pieces.id_to_piece(i): i for i in range(pieces.get_piece_size())}
+    vocab["<pad>"] = len(vocab)
+    (folder / "vocab.json").write_text(json.dumps(vocab))
+    spm, vocab_file = str(folder / "spm.model"), str(folder / "vocab.json")
+    tokenizer = MarianTokenizer(spm, spm, vocab_file)
+    config = MarianConfig(
+        vocab_size=len(vocab), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
+        activation_function="swish", scale_embedding=True, pad_token_id=vocab["<pad>"],
+        decoder_start_token_id=vocab["<pad>"], eos_token_id=vocab["</s>"], forced_eos_token_id=vocab["</s>"],
+    )  # fmt: skip
+    torch.manual_seed(0)
+    marian = MarianMTModel(config).eval()
+    with torch.no_grad():
+        marian.final_logits_bias.normal_(std=0.5)
+    marian.generation_config.num_beams, marian.generation_config.max_length = 3, 12
+    marian.save_pretrained(folder / "model")
+    tokenizer.save_pretrained(folder / "model")
+    return marian
+
+
+def test_convert_script_writes_a_folder_that_decodes_as_marian_did(tmp_path):
+    """Weights, config, Marian's tokenizer files and generation config, our code: `generate()` with no
+    arguments gives Marian's output, through the Auto classes and the pipeline."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+
+    marian = _marian_folder(tmp_path / "marian")
+    script = Path(__file__).resolve().parents[1] / "scripts" / "convert_marian.py"
+    subprocess.run(
+        [sys.executable, str(script), "--model", str(tmp_path / "marian" / "model"), "--output_dir",
+         str(tmp_path / "converted")], check=True, capture_output=True,
+    )  # fmt: skip
+    folder = tmp_path / "converted"
+    assert (folder / "model.safetensors").is_file() and (folder / "modeling_vanilla_transformer.py").is_file()
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    assert type(model).__name__ == "VanillaTransformerForConditionalGeneration"
+    assert model.generation_config.num_beams == 3 and model.generation_config.max_length == 12
+    batch = tokenizer(SENTENCES[:3], return_tensors="pt", padding=True)
+    with torch.no_grad():
+        assert model.generate(**batch).tolist() == marian.generate(**batch).tolist()
+    pipe = pipeline(model=str(folder), trust_remote_code=True)
+    texts = [rows[0]["generated_text"] for rows in pipe(SENTENCES[:2])]  # one list of outputs per input
+    expected = tokenizer.batch_decode(marian.generate(**tokenizer(SENTENCES[:2], return_tensors="pt",
+                                      padding=True)), skip_special_tokens=True)  # fmt: skip
+    assert texts == expected
+
+
+def test_convert_script_names_a_missing_folder(tmp_path):
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "convert_marian.py"
+    result = subprocess.run(
+        [sys.executable, str(script), "--model", "/nonexistent/marian", "--output_dir",
+         str(tmp_path / "out")], capture_output=True, text=True,
+    )  # fmt: skip
+    assert result.returncode == 2 and "No Marian model folder at /nonexistent/marian" in result.stderr

@@ -101,7 +101,7 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
     into a folder of this package: safetensors weights, config, the Marian tokenizer files (`AutoTokenizer`
     loads them; needs `sentencepiece`), the Marian model's own generation config (so `generate()` with no
     arguments decodes as it did), and the modeling and pipeline code for `trust_remote_code` loading."""
-    from transformers import AutoTokenizer, MarianMTModel
+    from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
     from .saving import save_model_folder
 
@@ -109,6 +109,12 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
         raise FileNotFoundError(
             f"No Marian model folder at {model_name_or_path}: pass a folder saved by "
             "MarianMTModel.save_pretrained or a Hub id such as Helsinki-NLP/opus-mt-de-en."
+        )
+    config = AutoConfig.from_pretrained(model_name_or_path)
+    if config.model_type != "marian":
+        raise ValueError(
+            f"{model_name_or_path} holds a {config.model_type!r} model (its config.json), not a Marian one: "
+            "convert_marian expects a MarianMTModel folder or Hub id (model_type 'marian')."
         )
     marian = MarianMTModel.from_pretrained(model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)

@@ -21,7 +21,7 @@ def main() -> None:
     args = parser.parse_args()
     try:
         folder = convert_marian(args.model, args.output_dir)
-    except FileNotFoundError as error:
+    except (FileNotFoundError, ValueError) as error:  # a wrong path or not a Marian model: say which
         parser.error(str(error))
     print(f"Wrote {folder}")
 

@@ -1,6 +1,8 @@
 """MarianMTModel checkpoints converted to this package's model compute what they computed (a random tiny
 Marian model made here: nothing is downloaded)."""
 
+import json
+
 import pytest
 import torch
 from transformers import MarianConfig, MarianMTModel
@@ -13,23 +15,29 @@ VOCAB, PAD, EOS = 40, 39, 0
 
 def _marian(**overrides) -> MarianMTModel:
     """OPUS-MT's layout at toy size: swish, scaled embeddings, pad as decoder start, </s> = 0."""
-    config = MarianConfig(
+    options = dict(
         vocab_size=VOCAB, d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
         activation_function="swish", scale_embedding=True, pad_token_id=PAD, decoder_start_token_id=PAD,
-        eos_token_id=EOS, forced_eos_token_id=EOS, **overrides,
+        eos_token_id=EOS, forced_eos_token_id=EOS,
     )  # fmt: skip
     torch.manual_seed(0)
-    model = MarianMTModel(config).eval()
-    with (
-        torch.no_grad()
-    ):  # a bias of zero (Marian's initialisation) would not show whether it is carried over
+    model = MarianMTModel(MarianConfig(**{**options, **overrides})).eval()
+    # Marian initialises the bias to zero, which would not show whether it is carried over.
+    with torch.no_grad():
         model.final_logits_bias.normal_(std=2.0)
     return model
 
 
 @pytest.mark.parametrize(
-    "overrides", [{}, {"share_encoder_decoder_embeddings": False, "tie_word_embeddings": False}]
+    "overrides",
+    [
+        {},
+        {"activation_function": "gelu"},
+        {"activation_function": "relu", "d_model": 48, "encoder_ffn_dim": 96, "encoder_layers": 3},
+        {"share_encoder_decoder_embeddings": False, "tie_word_embeddings": False},
+    ],
+    ids=["opus-mt-swish", "gelu", "relu-wider-deeper-encoder", "separate-vocabularies"],
 )
 def test_converted_marian_model_gives_the_same_logits_and_generations(overrides, tmp_path):
     marian = _marian(**overrides)
@@ -76,6 +84,16 @@ def test_marian_positions_that_are_not_the_sinusoids_are_refused():
     with pytest.raises(ValueError, match="embed_positions.weight is not the sinusoid table"):
         convert_marian_model(marian)
 
+
+FRESH_PROCESS = """
+import json, sys
+from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+model = AutoModelForSeq2SeqLM.from_pretrained(sys.argv[1], trust_remote_code=True)
+tokenizer = AutoTokenizer.from_pretrained(sys.argv[1], trust_remote_code=True)
+ids = model.generate(**tokenizer(sys.argv[2:], return_tensors="pt", padding=True))
+assert "hf_vanilla_transformer" not in sys.modules
+print(json.dumps(ids.tolist()))
+"""
 
 SENTENCES = [
     "ein hund läuft im park",
@@ -150,6 +168,25 @@ def test_convert_script_writes_a_folder_that_decodes_as_marian_did(tmp_path):
     expected = tokenizer.batch_decode(marian.generate(**tokenizer(SENTENCES[:2], return_tensors="pt",
                                       padding=True)), skip_special_tokens=True)  # fmt: skip
     assert texts == expected
+    for sentence in SENTENCES:  # the tokenizer round trip
+        assert tokenizer.decode(tokenizer(sentence)["input_ids"], skip_special_tokens=True) == sentence
+
+    # A fresh process that never imports this package: the folder carries its code.
+    fresh = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, str(folder), *SENTENCES[:3]], capture_output=True, text=True,
+        check=True,
+    )  # fmt: skip
+    with torch.no_grad():
+        assert json.loads(fresh.stdout) == marian.generate(**batch).tolist()
+
+
+def test_a_folder_that_is_not_a_marian_model_is_refused(tmp_path):
+    from hf_vanilla_transformer import VanillaTransformerConfig
+    from hf_vanilla_transformer.marian import convert_marian
+
+    VanillaTransformerConfig.from_preset("transformer-tiny", vocab_size=40).save_pretrained(tmp_path / "ours")
+    with pytest.raises(ValueError, match=r"holds a 'vanilla_transformer' model .*\(model_type 'marian'\)"):
+        convert_marian(tmp_path / "ours", tmp_path / "out")
 
 
 def test_convert_script_names_a_missing_folder(tmp_path):

@@ -24,7 +24,13 @@ from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from .tokenization import load_tokenizer
 
-_ACTIVATIONS = {"relu": common_spec.Activation.RELU, "gelu": common_spec.Activation.GELU}
+# transformers' names -> CTranslate2's; "swish" (x * sigmoid(x), OPUS-MT's) is "silu" under another name.
+_ACTIVATIONS = {
+    "relu": common_spec.Activation.RELU,
+    "gelu": common_spec.Activation.GELU,
+    "swish": common_spec.Activation.SWISH,
+    "silu": common_spec.Activation.SWISH,
+}
 
 
 class _VanillaTransformerLoader(BartLoader):
@@ -102,10 +108,12 @@ class _VanillaTransformerLoader(BartLoader):
         return [by_id[index] for index in range(size)]
 
     def set_config(self, config, model, tokenizer) -> None:
-        config.bos_token = tokenizer.bos_token
+        start = tokenizer.convert_ids_to_tokens(model.config.decoder_start_token_id)
+        # Marian's tokenizers have no <s>: decoding starts from <pad> there, which CTranslate2 then also uses.
+        config.bos_token = tokenizer.bos_token or start
         config.eos_token = tokenizer.eos_token
         config.unk_token = tokenizer.unk_token
-        config.decoder_start_token = tokenizer.convert_ids_to_tokens(model.config.decoder_start_token_id)
+        config.decoder_start_token = start
 
 
 class VanillaTransformerConverter(Converter):
@@ -118,7 +126,19 @@ class VanillaTransformerConverter(Converter):
     def __init__(self, model_path: str | Path):
         self.model_path = str(model_path)
         self.model = VanillaTransformerForConditionalGeneration.from_pretrained(self.model_path).eval()
-        self.tokenizer = load_tokenizer(self.model_path)
+        config = self.model.config
+        # The ids the model was trained with (a converted Marian model has its own).
+        self.tokenizer = load_tokenizer(
+            self.model_path, expected={"pad": config.pad_token_id, "eos": config.eos_token_id}
+        )
+        if not self.tokenizer.is_fast:
+            # The export's generation side (ctranslate2_inference) reads tokenizer.json without transformers.
+            raise ValueError(
+                f"{self.model_path} has a {type(self.tokenizer).__name__}, not a fast tokenizer "
+                "(tokenizer.json): the export needs one. For a model converted from Marian (OPUS-MT), "
+                "CTranslate2 converts the original directly: `ct2-transformers-converter --model <Marian "
+                "folder or Hub id> --output_dir <folder>`; it computes what the converted folder computes."
+            )
 
     def _load(self):
         return _VanillaTransformerLoader()(self.model, self.tokenizer)

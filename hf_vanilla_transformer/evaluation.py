@@ -127,7 +127,9 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
     train_sources = None
     if "train" in raw and eval_args.split != "train":
         train_sources = load_split_texts(data_args, raw["train"])[0]
-    extra_metrics, details = task.report_details(metric, sources, predictions, references, train_sources)
+    extra_metrics, details = task.report_details(
+        metric, sources, predictions, references, train_sources, data_args
+    )
     metrics.update(extra_metrics)
 
     report = {

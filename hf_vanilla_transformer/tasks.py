@@ -4,7 +4,7 @@ which of its numbers picks the best checkpoint, the generation defaults, the rep
 tokenizer for the task is trained. Code elsewhere asks the task object and never switches on the task name.
 
 - `translation`: a `translation` column of `{language: sentence}` dicts (Multi30k here, WMT14 on the Hub),
-  scored with sacreBLEU (cased, detokenised) and chrF.
+  scored with sacreBLEU (cased, detokenised) and chrF, and in reports also with the paper's tokenized BLEU.
 - `series`: `expression` -> `series` columns (Taylor series to O(x**6)), scored by exact string match,
   symbolic equivalence (sympy) and the share of predictions that parse.
 """
@@ -23,6 +23,7 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
 from .data.translation import load_translation_dataset, translation_languages
 from .metrics import load_series_metric, load_translation_metric
+from .metrics.tokenized_bleu import tokenized_bleu
 from .series.renamings import add_symbol_renamings, held_out_expressions
 from .series.reports import ROW_FORMATS, series_breakdowns
 from .tokenization import (
@@ -77,7 +78,13 @@ class Task:
         return dict(metric.compute(predictions=predictions, references=references))
 
     def report_details(
-        self, metric, sources: list[str], predictions: list[str], references: list[str], train_sources
+        self,
+        metric,
+        sources: list[str],
+        predictions: list[str],
+        references: list[str],
+        train_sources,
+        args: DataArguments,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Extra metrics and extra report sections (breakdowns) of an evaluation report."""
         return {}, {}
@@ -135,9 +142,16 @@ class TranslationTask(Task):
             "chrf_signature": result["chrf_signature"],
         }
 
-    def report_details(self, metric, sources, predictions, references, train_sources):
+    def report_details(self, metric, sources, predictions, references, train_sources, args):
         lower = metric.compute(predictions=predictions, references=references, lowercase=True)
-        return {"bleu_lowercase": lower["score"], "bleu_lowercase_signature": lower["signature"]}, {}
+        # The paper's tokenized BLEU, the figure its 27.3 / 28.4 on newstest2014 compare with.
+        tokenized = tokenized_bleu(predictions, references, args.target_lang)
+        return {
+            "bleu_lowercase": lower["score"],
+            "bleu_lowercase_signature": lower["signature"],
+            "bleu_paper_tokenized": tokenized["score"],
+            "bleu_paper_tokenized_signature": tokenized["signature"],
+        }, {}
 
     def train_tokenizer(self, corpus, vocab_size, **options):
         return train_translation_tokenizer(corpus, vocab_size, **options)
@@ -189,7 +203,7 @@ class SeriesTask(Task):
     def load_metric(self):
         return load_series_metric()
 
-    def report_details(self, metric, sources, predictions, references, train_sources):
+    def report_details(self, metric, sources, predictions, references, train_sources, args):
         return {}, series_breakdowns(sources, predictions, references, train_sources)
 
     def tokenizer_options(self, integer_digits=False, tutorial_vocabulary=False):

@@ -295,11 +295,15 @@ def tutorial_series_tokenizer(
     return wrapped
 
 
-def load_tokenizer(name_or_path: str | os.PathLike) -> PreTrainedTokenizerBase:
+def load_tokenizer(
+    name_or_path: str | os.PathLike, expected: dict[str, int | None] | None = None
+) -> PreTrainedTokenizerBase:
     """`AutoTokenizer.from_pretrained`, plus a check that the special-token ids are the ones the model
-    config expects (pad 0, bos 1, eos 2, unk 3)."""
+    config expects: `expected` (e.g. `{"pad": config.pad_token_id, "eos": config.eos_token_id}`), by default
+    this package's pad 0, bos 1, eos 2, unk 3."""
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    expected = {"pad": PAD_TOKEN_ID, "bos": BOS_TOKEN_ID, "eos": EOS_TOKEN_ID, "unk": UNK_TOKEN_ID}
+    if expected is None:
+        expected = {"pad": PAD_TOKEN_ID, "bos": BOS_TOKEN_ID, "eos": EOS_TOKEN_ID, "unk": UNK_TOKEN_ID}
     found = {name: getattr(tokenizer, f"{name}_token_id") for name in expected}
     if found != expected:
         raise ValueError(

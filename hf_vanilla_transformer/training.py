@@ -603,7 +603,10 @@ def prepare_training(
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
-    datasets_ = prepare_dataset(data_args, tokenizer)
+    # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
+    # corpus of millions of pairs is tokenized once, not once per GPU).
+    with training_args.main_process_first(desc="tokenizing the data"):
+        datasets_ = prepare_dataset(data_args, tokenizer)
     set_seed(training_args.seed)
     model = build_model(model_args, tokenizer)
     set_paper_learning_rate(recipe_args, training_args, model.config.d_model)

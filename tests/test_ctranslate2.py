@@ -46,8 +46,12 @@ def _our_ids(model, tokenizer, texts, **generate_kwargs) -> list[list[int]]:
 
 @pytest.mark.parametrize(
     "variant",
-    [{}, {"normalize_before": True, "position_embedding_type": "learned", "output_bias": True}],
-    ids=["paper-post-ln-sinusoidal", "pre-ln-learned-positions-output-bias"],
+    [
+        {},
+        {"normalize_before": True, "position_embedding_type": "learned", "output_bias": True},
+        {"activation_function": "swish", "sinusoid_layout": "halves", "output_bias": True},
+    ],
+    ids=["paper-post-ln-sinusoidal", "pre-ln-learned-positions-output-bias", "marian-swish-halves"],
 )
 def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, variant):
     model = _saved_model(tmp_path / "model", word_tokenizer, **variant)

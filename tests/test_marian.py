@@ -180,6 +180,58 @@ def test_convert_script_writes_a_folder_that_decodes_as_marian_did(tmp_path):
         assert json.loads(fresh.stdout) == marian.generate(**batch).tolist()
 
 
+def test_converted_model_fine_tunes_with_the_opus_mt_recipe(tmp_path):
+    """scripts/recipes/opus_mt_multi30k.yaml on a converted Marian folder: the Trainer starts from its weights
+    and Marian tokenizer, the training loss falls on a small parallel set, and the fine-tuned folder keeps
+    the tokenizer and generation config and still loads without this package."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    from datasets import Dataset, DatasetDict
+
+    from hf_vanilla_transformer.marian import convert_marian
+
+    _marian_folder(tmp_path / "marian")
+    convert_marian(tmp_path / "marian" / "model", tmp_path / "converted")
+    pairs = [{"de": de, "en": en} for de, en in zip(SENTENCES[::2], SENTENCES[1::2], strict=True)]
+    DatasetDict(
+        train=Dataset.from_dict({"translation": pairs * 8}),
+        validation=Dataset.from_dict({"translation": pairs}),
+    ).save_to_disk(tmp_path / "data")
+    root = Path(__file__).resolve().parents[1]
+    out = tmp_path / "tuned"
+    subprocess.run(
+        [sys.executable, str(root / "scripts/train.py"), str(root / "scripts/recipes/opus_mt_multi30k.yaml"),
+         "--model_name_or_path", str(tmp_path / "converted"), "--tokenizer", str(tmp_path / "converted"),
+         "--dataset", str(tmp_path / "data"), "--output_dir", str(out), "--max_steps", "30",
+         "--learning_rate", "3e-3", "--warmup_steps", "0", "--max_tokens", "64", "--logging_steps", "10",
+         "--eval_steps", "15", "--save_steps", "15", "--generation_max_length", "12"],
+        check=True, capture_output=True, cwd=tmp_path,
+    )  # fmt: skip
+    losses = [json.loads(line)["loss"] for line in (out / "loss_log.jsonl").read_text().splitlines()
+              if "loss" in json.loads(line)]  # fmt: skip
+    assert losses[-1] < losses[0] - 0.3, losses  # 30 steps from a random start on 24 pairs
+    assert (out / "final" / "source.spm").is_file() and (out / "final" / "generation_config.json").is_file()
+    fresh = subprocess.run(
+        [sys.executable, "-c", FRESH_PROCESS, str(out / "final"), *SENTENCES[:2]], capture_output=True,
+        text=True, check=True,
+    )  # fmt: skip
+    assert len(json.loads(fresh.stdout)) == 2
+
+
+def test_ctranslate2_export_of_a_converted_folder_points_to_ctranslate2s_marian_converter(tmp_path):
+    pytest.importorskip("ctranslate2")  # the [ctranslate2] extra; dev installs it
+    from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.marian import convert_marian
+
+    _marian_folder(tmp_path / "marian")
+    convert_marian(tmp_path / "marian" / "model", tmp_path / "converted")
+    with pytest.raises(ValueError, match="MarianTokenizer, not a fast tokenizer.*ct2-transformers-converter"):
+        convert_to_ctranslate2(tmp_path / "converted", tmp_path / "ct2")
+    assert not (tmp_path / "ct2").exists()
+
+
 def test_a_folder_that_is_not_a_marian_model_is_refused(tmp_path):
     from hf_vanilla_transformer import VanillaTransformerConfig
     from hf_vanilla_transformer.marian import convert_marian

@@ -19,6 +19,7 @@ from hf_vanilla_transformer.metrics import (
     load_series_metric,
     load_translation_metric,
 )
+from hf_vanilla_transformer.metrics.tokenized_bleu import paper_tokenize, split_compounds, tokenized_bleu
 
 # Detokenised, cased sentences with partial overlaps, so BLEU is neither 0 nor 100.
 HYPOTHESES = [
@@ -151,6 +152,45 @@ def test_lowercase_bleu_differs_on_cased_input(translation_metric):
         sacrebleu.corpus_bleu(shouted, [REFERENCES], lowercase=True).score
     )
     assert "|case:lc|" in lowercased["signature"]
+
+
+def test_paper_tokenization_is_moses_then_compound_splitting():
+    # Moses tokenizer.perl -l de: punctuation split off, HTML-escaped; then the hyphen rule, which (as Perl's
+    # s///g) takes non-overlapping matches, so the second hyphen of "a-b-c" stays.
+    assert paper_tokenize('Die "Rich-Text"-Datei & mehr.', "de") == (
+        "Die &quot; Rich ##AT##-##AT## Text &quot; -Datei &amp; mehr ."
+    )
+    assert split_compounds("a-b-c x - y") == "a ##AT##-##AT## b-c x - y"
+
+
+def test_tokenized_bleu_is_multi_bleu_on_the_papers_tokenization():
+    hypotheses = [
+        "Das neue Auto-Haus in der alten Stadt ist groß.",
+        "Ein Hund läuft heute im tiefen Schnee.",
+    ]
+    references = [
+        "Das neue Autohaus in der alten Stadt ist sehr groß.",
+        "Ein Hund rennt heute im tiefen Schnee.",
+    ]
+    tokenized = [
+        "Das neue Auto ##AT##-##AT## Haus in der alten Stadt ist groß .",
+        "Ein Hund läuft heute im tiefen Schnee .",
+    ]
+    tokenized_references = [
+        "Das neue Autohaus in der alten Stadt ist sehr groß .",
+        "Ein Hund rennt heute im tiefen Schnee .",
+    ]
+    expected = sacrebleu.metrics.BLEU(tokenize="none", smooth_method="none", force=True).corpus_score(
+        tokenized, [tokenized_references]
+    )
+    result = tokenized_bleu(hypotheses, references, "de")
+    assert result["score"] == pytest.approx(expected.score) and 0 < result["score"] < 100
+    assert "tokenizer.perl -l de" in result["signature"] and "##AT##" in result["signature"]
+    # Not sacreBLEU: the two tokenizations count different n-grams.
+    assert result["score"] != pytest.approx(sacrebleu.corpus_bleu(hypotheses, [references]).score)
+    assert tokenized_bleu(references, references, "de")["score"] == pytest.approx(100.0)
+    with pytest.raises(ValueError, match="2 predictions but 1 references"):
+        tokenized_bleu(hypotheses, references[:1], "de")
 
 
 def test_translation_length_mismatch_names_both_lengths(fresh_translation_metric):

@@ -126,7 +126,8 @@ def test_evaluate_script_writes_report(trained_run, translation_data, tmp_path):
     assert report["num_examples"] == 6 and len(report["examples"]) == 6
     assert report["generation"]["num_beams"] == 4 and report["generation"]["length_penalty"] == 0.6
     metrics = report["metrics"]
-    assert {"bleu", "chrf", "bleu_lowercase"} <= set(metrics) and "13a" in metrics["bleu_signature"]
+    assert {"bleu", "chrf", "bleu_lowercase", "bleu_paper_tokenized"} <= set(metrics)
+    assert "13a" in metrics["bleu_signature"] and "##AT##" in metrics["bleu_paper_tokenized_signature"]
     assert "prediction:" in result.stdout and "bleu" in result.stdout
     # The saved max_length (512) must not clash with the max_new_tokens the script passes on every batch.
     assert "seem to have been set" not in result.stderr

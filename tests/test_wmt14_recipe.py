@@ -1,0 +1,145 @@
+"""The paper's WMT14 recipes: the files say what §5 says, and `wmt14_en_de.sh` runs end to end (data,
+tokenizer, training under `accelerate launch` with the shipped multi-GPU config on 2 CPU processes,
+averaging, evaluation with both BLEU figures) on a tiny local data set of the Hub's `wmt14` schema."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset, Features, Translation
+from transformers import HfArgumentParser
+
+import estimate_gpu_time  # scripts/ (see conftest.py)
+from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.data.translation import load_parallel_text
+from hf_vanilla_transformer.training import (
+    LOSS_LOG_NAME,
+    TRAINING_ARGUMENTS,
+    load_config_overrides,
+    parse_recipe_and_args,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+RECIPES = ROOT / "scripts" / "recipes"
+FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
+
+# name: (preset, steps, save_steps, checkpoints kept, dropout, the paper's parameter count in millions)
+PAPER = {
+    "base": ("transformer-base", 100_000, 1000, 6, 0.1, 65),
+    "big": ("transformer-big", 300_000, 600, 21, 0.3, 213),
+}
+
+
+@pytest.mark.parametrize("size", PAPER)
+def test_wmt14_recipes_are_the_papers(size):
+    preset, steps, save_steps, kept, dropout, paper_millions = PAPER[size]
+    # bf16 is for GPUs: on this CPU-only machine the Trainer's arguments accept it only with use_cpu.
+    model_args, data_args, recipe_args, args = parse_recipe_and_args(
+        HfArgumentParser(TRAINING_ARGUMENTS), [str(RECIPES / f"wmt14_en_de_{size}.yaml"), "--use_cpu", "true"]
+    )
+    assert (data_args.task, data_args.source_lang, data_args.target_lang) == ("translation", "en", "de")
+    assert model_args.preset == preset and not load_config_overrides(model_args.config_overrides)
+    assert (args.max_steps, args.save_steps, args.save_total_limit) == (steps, save_steps, kept)
+    assert args.max_steps % args.save_steps == 0  # the last checkpoint is the last step
+    # Eq. 3 with 4,000 warmup steps, Adam (0.9, 0.98, 1e-9), no clipping: the defaults, untouched.
+    assert (args.lr_scheduler_type, args.warmup_steps, recipe_args.paper_learning_rate) == (
+        "inverse_sqrt",
+        4000,
+        True,
+    )
+    assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon, args.max_grad_norm) == (0.9, 0.98, 1e-9, 0)
+    assert recipe_args.lr_scale == 1.0 and recipe_args.max_train_minutes is None and args.bf16
+    # About 25,000 tokens a side per step on 8 GPUs: the budget counts the longer side with padding.
+    assert 25_000 <= 8 * data_args.max_tokens * args.gradient_accumulation_steps <= 30_000
+    config = VanillaTransformerConfig.from_preset(preset, vocab_size=37_000)
+    assert (config.dropout, config.label_smoothing) == (dropout, 0.1)
+    with torch.device("meta"):
+        parameters = sum(p.numel() for p in VanillaTransformerForConditionalGeneration(config).parameters())
+    assert parameters / 1e6 == pytest.approx(paper_millions, rel=0.05)
+
+
+def test_gpu_time_estimate_is_calibrated_on_the_papers_runs():
+    rows = {row["preset"]: row for row in estimate_gpu_time.estimate(37_000, None)}
+    base, big = rows["transformer-base"], rows["transformer-big"]
+    # 6 x weights x tokens: about 6 x 63M x 25,000 per step for base.
+    assert base["flops_per_step"] == pytest.approx(6 * 63e6 * 25_000, rel=0.1)
+    assert big["total_flops"] > 8 * base["total_flops"]
+    for row in rows.values():  # what 8 P100s for 12 hours / 3.5 days imply: a plausible share of the peak
+        assert 0.15 < row["paper_utilisation"] < 0.6
+        hours = row["hours_1_gpu"]
+        assert hours["NVIDIA H100 SXM"] < hours["NVIDIA A100"] < hours["NVIDIA L4"]
+    table = estimate_gpu_time.format_table(list(rows.values()))
+    assert "not measurements" in table and "63M" in table and "214M" in table
+    fixed = {row["preset"]: row for row in estimate_gpu_time.estimate(37_000, 0.5)}
+    assert fixed["transformer-base"]["assumed_utilisation"] == 0.5
+
+
+def _write_wmt14_schema(folder: Path) -> Path:
+    """The Multi30k fixture laid out as the Hub's wmt14: `de-en/<split>-00000-of-00001.parquet` with a
+    `translation` column of {de, en} dicts, and validation / test as newstest2013 / newstest2014 are."""
+    features = Features({"translation": Translation(languages=["de", "en"])})
+    for split, dataset in load_parallel_text(FIXTURE, "de", "en").items():
+        rows = dataset.select(range(12)) if split != "train" else dataset
+        Dataset.from_dict({"translation": rows["translation"]}, features=features).to_parquet(
+            folder / "de-en" / f"{split}-00000-of-00001.parquet"
+        )
+    return folder
+
+
+def test_wmt14_recipe_runs_end_to_end_under_accelerate_launch(tmp_path):
+    """bash scripts/recipes/wmt14_en_de.sh base, as a user runs it, with the data, the vocabulary size, the
+    process count, and a few training steps of a tiny model set from outside; the recipe file and the
+    accelerate config are the shipped ones."""
+    data = _write_wmt14_schema(tmp_path / "wmt14")
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "scripts").symlink_to(ROOT / "scripts")  # the script's relative paths, outputs/ in tmp_path
+    launch = (
+        f"{sys.executable} -m accelerate.commands.launch --config_file "
+        f"{ROOT}/scripts/accelerate_configs/multi_gpu.yaml --num_processes 2"
+    )
+    options = (
+        "--use_cpu true --preset transformer-tiny --max_tokens 600 --max_steps 6 --warmup_steps 3 "
+        "--save_steps 1 --eval_steps 3 --logging_steps 1 --generation_max_length 12 --num_proc 2 "
+        "--per_device_eval_batch_size 6 --dataloader_num_workers 0"
+    )
+    env = {
+        **os.environ,
+        "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        "OMP_NUM_THREADS": "1",
+        "DATASET": str(data),
+        "VOCAB_SIZE": "400",
+        "LAUNCH": launch,
+        "TRAIN_OPTIONS": options,
+    }
+    result = subprocess.run(
+        ["bash", str(RECIPES / "wmt14_en_de.sh"), "base"],
+        cwd=work,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, f"{result.stdout[-3000:]}\n{result.stderr[-5000:]}"
+    out = work / "outputs" / "wmt14-en-de-base"
+    assert json.loads((work / "outputs/tokenizers/wmt14-en-de-bpe37k/tokenizer.json").read_text())["model"][
+        "vocab"
+    ]
+    steps = [json.loads(line)["step"] for line in (out / LOSS_LOG_NAME).read_text().splitlines()]
+    assert max(steps) == 6
+    # Both processes trained (each logs the model it built).
+    assert result.stderr.count("peak learning rate") == 2
+    assert "Averaging checkpoint-2, checkpoint-3, checkpoint-4, checkpoint-5, checkpoint-6" in result.stdout
+    for split in ("validation", "test"):
+        report = json.loads((out / "averaged" / f"eval-{split}-beam4-lp0.6.json").read_text())
+        assert report["num_examples"] == 12 and report["data"]["target_lang"] == "de"
+        metrics = report["metrics"]
+        assert "tok:13a" in metrics["bleu_signature"]
+        assert "tokenizer.perl -l de" in metrics["bleu_paper_tokenized_signature"]
+        assert 0 <= metrics["bleu_paper_tokenized"] <= 100 and 0 <= metrics["bleu"] <= 100

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 
 import torch
@@ -41,9 +42,17 @@ def cross_attention(
 
 
 def plot_cross_attention(
-    weights: torch.Tensor, source_tokens, target_tokens, path: str | Path, title: str = ""
+    weights: torch.Tensor,
+    source_tokens,
+    target_tokens,
+    path: str | Path,
+    title: str = "",
+    head_titles: Sequence[str] | None = None,
 ) -> Path:
-    """One heat map per head, rows labelled with target tokens and columns with source tokens; a PNG."""
+    """One heat map per head, rows labelled with target tokens and columns with source tokens; a PNG.
+
+    `head_titles` names the maps (default "head 0", "head 1", ...), e.g. `["mean over heads"]` for a
+    `weights` of one averaged map."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -64,7 +73,7 @@ def plot_cross_attention(
         ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
         ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90, fontsize=7)
         ax.set_yticks(range(len(target_tokens)), target_tokens, fontsize=7)
-        ax.set_title(f"head {head}", fontsize=9)
+        ax.set_title(head_titles[head] if head_titles else f"head {head}", fontsize=9)
     if title:
         fig.suptitle(title, fontsize=10)
     fig.tight_layout()

@@ -1,0 +1,177 @@
+"""The demo page (scripts/demo.py) served on a local port and called through `gradio_client`, as a browser
+would call it: tiny models saved by the test, nothing downloaded. The real browser check (headless Chromium)
+is `slow`."""
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from PIL import Image
+
+import demo  # scripts/ (see conftest.py)
+from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.saving import save_model_folder
+from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
+from hf_vanilla_transformer.series.expansion import taylor_series
+from hf_vanilla_transformer.tokenization import train_translation_tokenizer, tutorial_series_tokenizer
+
+FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _save_tiny(tokenizer, folder: Path, **overrides) -> Path:
+    config = VanillaTransformerConfig.from_preset(
+        "transformer-tiny",
+        vocab_size=len(tokenizer),
+        pad_token_id=tokenizer.pad_token_id,
+        bos_token_id=tokenizer.bos_token_id,
+        eos_token_id=tokenizer.eos_token_id,
+        decoder_start_token_id=tokenizer.bos_token_id,
+        **overrides,
+    )
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(config).eval()
+    model.generation_config.max_length = 40
+    return save_model_folder(model, tokenizer, folder)
+
+
+@pytest.fixture(scope="module")
+def model_folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("demo-models")
+    translation = train_translation_tokenizer(
+        [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"], vocab_size=300, show_progress=False,
+        model_max_length=64,
+    )  # fmt: skip
+    return {
+        "translation": _save_tiny(translation, root / "translation"),
+        "series": _save_tiny(tutorial_series_tokenizer(model_max_length=64), root / "series"),
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def served(model_folders):
+    """The page for both models on a local port, and a `gradio_client.Client` talking to it."""
+    from gradio_client import Client
+
+    models = [
+        demo.DemoModel.load(demo.ModelSpec(str(model_folders["translation"]))),
+        demo.DemoModel.load(demo.ModelSpec(str(model_folders["series"]), "series")),
+    ]
+    page = demo.build_demo(models)
+    port = _free_port()
+    page.launch(server_name="127.0.0.1", server_port=port, prevent_thread_lock=True, quiet=True)
+    try:
+        yield models, Client(f"http://127.0.0.1:{port}/", verbose=False)
+    finally:
+        page.close()
+
+
+# text, decoding, beams, length penalty, max new tokens, temperature, top-p, layer, head
+GREEDY = ("greedy", 4, 0.6, 20, 1.0, 0.9, 2, demo.MEAN_OVER_HEADS)
+
+
+def test_series_tab_gives_output_heat_map_cas_and_verdict(served):
+    models, client = served
+    output, image, cas, verdict = client.predict("sin(a*x)", *GREEDY, api_name="/generate_1")
+    series_model = models[1]
+    expected_output = series_model.generate("sin(a*x)", **series_model.generation_kwargs(*GREEDY[:6]))
+    assert output == expected_output
+    assert cas == taylor_series("sin(a*x)")
+    with EquivalenceChecker(timeout=5.0) as checker:
+        assert verdict == demo.series_verdict(output, cas, checker)
+    assert verdict.startswith(("exact", "symbolically equal", "wrong"))
+    # The heat map is the package's drawing of the same attention: a PNG of the same size.
+    drawn = series_model.attention_map("sin(a*x)", output, 2, demo.MEAN_OVER_HEADS)
+    with Image.open(image) as served_image:
+        assert served_image.format == "PNG" and served_image.size == drawn.size
+        assert served_image.size[0] > 200 and served_image.size[1] > 200
+
+
+def test_translation_tab_decodes_with_each_setting(served):
+    models, client = served
+    for decoding in ("greedy", "beam search", "sampling"):
+        settings = (decoding, 3, 1.0, 8, 0.7, 0.9, 1, "head 2")
+        output, image, cas, verdict = client.predict("Zwei Hunde spielen.", *settings, api_name="/generate_0")
+        assert isinstance(output, str) and len(models[0].tokenizer(output)["input_ids"]) <= 9
+        assert Image.open(image).size[0] > 200 and cas == "" and verdict == ""
+    beam = models[0].generate(
+        "Zwei Hunde spielen.", **models[0].generation_kwargs("beam search", 3, 1.0, 8, 1, 1)
+    )
+    assert client.predict("Zwei Hunde spielen.", "beam search", 3, 1.0, 8, 0.7, 0.9, 1, "head 2",
+                          api_name="/generate_0")[0] == beam  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    "endpoint, text, message",
+    [
+        ("/generate_1", "   ", "The input is empty"),
+        ("/generate_1", "log(x)", "Not an expression of the series grammar: .*unknown name 'log'"),
+        ("/generate_1", "sin(a*x", "unbalanced parentheses"),
+        ("/generate_0", "Hund " * 200, r"is \d+ tokens long; this model takes at most 64"),
+    ],
+    ids=["empty", "unknown-function", "unbalanced", "too-long"],
+)
+def test_bad_input_gets_a_message_not_a_stack_trace(served, endpoint, text, message):
+    from gradio_client.exceptions import AppError
+
+    _, client = served
+    with pytest.raises(AppError, match=message) as error:
+        client.predict(text, *GREEDY, api_name=endpoint)
+    assert "Traceback" not in str(error.value)
+
+
+def test_an_expression_without_a_series_is_said_so(served):
+    _, client = served
+    output, _, cas, verdict = client.predict("tan(a*x)/sin(b*x)**2", *GREEDY, api_name="/generate_1")
+    assert "pole at x = 0" in cas and verdict.startswith("no verdict")
+
+
+def test_verdicts_follow_the_metric():
+    reference = "a*x + O(x**6)"
+    with EquivalenceChecker(timeout=5.0) as checker:
+        assert demo.series_verdict("a*x + O(x**6)", reference, checker).startswith("exact")
+        assert demo.series_verdict("x*a + O(x**6)", reference, checker).startswith("symbolically equal")
+        assert demo.series_verdict("2*a*x + O(x**6)", reference, checker) == "wrong: a different series"
+        assert "not a series" in demo.series_verdict("a*x + (", reference, checker)
+
+
+def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
+    assert demo.ModelSpec.parse("series=out/s") == demo.ModelSpec("out/s", "series")
+    assert demo.ModelSpec.parse("out/t") == demo.ModelSpec("out/t", "translation")
+    with pytest.raises(SystemExit):
+        demo.parse_args(["--model", "summary=out/s"])
+    monkeypatch.delenv("DEMO_MODELS", raising=False)
+    with pytest.raises(SystemExit):
+        demo.parse_args([])
+    monkeypatch.setenv("DEMO_MODELS", "a/b, series=c/d")
+    assert [spec.task for spec in demo.parse_args([]).model] == ["translation", "series"]
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo.py"), "--model", str(tmp_path / "missing")],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode != 0 and "missing" in result.stderr and "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_page_renders_the_heat_map_in_headless_chromium(model_folders, tmp_path):
+    """scripts/demo_screenshot.py: scripts/demo.py as a user starts it, opened in Debian's Chromium; the page
+    runs its first example on load, and the screenshot is taken only once the browser shows the heat map as
+    a loaded image (it fails otherwise)."""
+    import demo_screenshot  # scripts/
+
+    png = demo_screenshot.take_screenshot([f"series={model_folders['series']}"], tmp_path / "page.png")
+    with Image.open(png) as page:
+        assert page.format == "PNG" and page.size == (1400, 1100)
+        # The heat map's viridis colours (purple to teal: more blue than red, far from grey) are on the page,
+        # whose own colours are white, greys and orange.
+        colours = page.convert("RGB").getcolors(maxcolors=1 << 20)
+        assert sum(n for n, (r, g, b) in colours if b > r + 10 and max(r, g, b) - min(r, g, b) > 40) > 20_000

@@ -17,6 +17,7 @@ import argparse
 import atexit
 import os
 import tempfile
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -218,6 +219,8 @@ def build_demo(models: list[DemoModel]):
     import gradio as gr
 
     checker = EquivalenceChecker(timeout=COMPARISON_TIMEOUT)
+    # Tabs' events may run at the same time; the checker's one worker takes one pair at a time.
+    checker_lock = threading.Lock()
 
     def make_handler(demo_model: DemoModel):
         def run(text, decoding, num_beams, length_penalty, max_new_tokens, temperature, top_p, layer, head):
@@ -235,7 +238,8 @@ def build_demo(models: list[DemoModel]):
             reference, why_not = cas_expansion(text)
             if reference is None:
                 return output, image, why_not, "no verdict: the CAS has no series to compare with"
-            return output, image, reference, series_verdict(output, reference, checker)
+            with checker_lock:
+                return output, image, reference, series_verdict(output, reference, checker)
 
         return run
 

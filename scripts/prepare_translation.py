@@ -9,7 +9,7 @@ r"""Build a translation DatasetDict (Hub schema) from parallel text files and sa
 
     # A Hub dataset or a local save_to_disk/parquet folder instead of text files (needs the network for the
     # Hub)
-    python scripts/prepare_translation.py --dataset_name wmt14 --dataset_config de-en --src_lang de \
+    python scripts/prepare_translation.py --dataset_name wmt/wmt14 --dataset_config de-en --src_lang de \
         --tgt_lang en --output_dir outputs/data/wmt14-de-en
 """
 

@@ -179,7 +179,7 @@ def load_translation_dataset(
       as on the Hub) -> `datasets.load_dataset("parquet", data_dir=...)`. With `config_name`, the
       subfolder of that name is used when it exists (the Hub keeps each config in its own folder);
     - anything else is a Hub dataset: `datasets.load_dataset(name_or_path, config_name)`, e.g.
-      `load_translation_dataset("wmt14", "de-en")`. That needs a network connection.
+      `load_translation_dataset("wmt/wmt14", "de-en")`. That needs a network connection.
 
     `load_kwargs` go to `datasets.load_dataset` (e.g. `cache_dir`, `revision`).
     """

@@ -6,7 +6,7 @@
 # paper's tokenized BLEU (the figure its 27.3 / 28.4 compare with).
 #   bash scripts/recipes/wmt14_en_de.sh base        # or big
 # Settings from the environment (default in brackets):
-#   DATASET       [wmt14]  the Hub dataset, or a local folder of the same schema (parquet or save_to_disk)
+#   DATASET       [wmt/wmt14]  the Hub dataset, or a local folder of the same schema (parquet or save_to_disk)
 #   VOCAB_SIZE    [37000]  size of the joint BPE vocabulary
 #   LAUNCH        [accelerate launch --config_file scripts/accelerate_configs/multi_gpu.yaml]
 #                 e.g. on one GPU: "accelerate launch --num_processes 1 --config_file <that file>"
@@ -27,7 +27,7 @@ LAUNCH=${LAUNCH:-accelerate launch --config_file scripts/accelerate_configs/mult
 if [ -f "$DATA/dataset_dict.json" ]; then
     echo "Using the data in $DATA"
 else
-    python scripts/prepare_translation.py --dataset_name "${DATASET:-wmt14}" --dataset_config de-en \
+    python scripts/prepare_translation.py --dataset_name "${DATASET:-wmt/wmt14}" --dataset_config de-en \
         --src_lang en --tgt_lang de --output_dir "$DATA"
 fi
 if [ -f "$TOKENIZER/tokenizer.json" ]; then

@@ -6,7 +6,9 @@ scaled by sqrt(d_model), one shared vocabulary. CTranslate2 ships converters for
 custom model class, so the mapping below is ours; it reuses the weight-copying helpers of its BART loader.
 
     from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
-    convert_to_ctranslate2("outputs/multi30k-de-en/averaged", "outputs/ct2/multi30k", quantization="int8")
+    convert_to_ctranslate2(
+        "outputs/multi30k-de-en/averaged", "outputs/ct2/multi30k-de-en-int8", quantization="int8"
+    )
 
 Run the exported folder with `hf_vanilla_transformer.ctranslate2_inference.CTranslate2Seq2Seq`.
 """

@@ -9,9 +9,9 @@ package's __init__, which loads torch to register the model; a torch-free servic
     package_dir = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent  # no import
     spec = importlib.util.spec_from_file_location("ct2_inference", package_dir / "ctranslate2_inference.py")
     ct2_inference = importlib.util.module_from_spec(spec); spec.loader.exec_module(ct2_inference)
-    model = ct2_inference.CTranslate2Seq2Seq("outputs/ct2/multi30k")
+    model = ct2_inference.CTranslate2Seq2Seq("outputs/ct2/multi30k-de-en-int8")
 
-(`scripts/benchmark_ctranslate2.py` does exactly this.)
+(`tests/test_ctranslate2.py` runs exactly this in a fresh process and checks that torch stays out.)
 """
 
 from __future__ import annotations

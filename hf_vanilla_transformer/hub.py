@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -35,10 +36,17 @@ def check_model_location(name_or_path: str | Path) -> None:
         )
 
 
-def build_hub_folder(model_dir: str | Path, card: str | Path | None, output_dir: str | Path) -> Path:
+# The shipped cards' usage snippets name the repository as "<owner>/<name>": the owner is whoever publishes.
+CARD_REPO_PLACEHOLDER = re.compile(r"<owner>/[\w.-]+")
+
+
+def build_hub_folder(
+    model_dir: str | Path, card: str | Path | None, output_dir: str | Path, repo_id: str | None = None
+) -> Path:
     """Write everything a Hub repository needs into `output_dir`: safetensors weights, config with `auto_map`,
     the modeling/configuration/pipeline code (so `trust_remote_code=True` works for Hub users), tokenizer,
-    generation config, and the model card as README.md."""
+    generation config, and the model card as README.md, with `repo_id` (when given) in place of the card's
+    `<owner>/<name>` placeholders so that its usage snippets run as written."""
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -52,7 +60,10 @@ def build_hub_folder(model_dir: str | Path, card: str | Path | None, output_dir:
         from huggingface_hub import ModelCard
 
         ModelCard.load(card)  # refuses a card whose YAML metadata does not parse
-        shutil.copyfile(card, output_dir / "README.md")
+        text = card.read_text(encoding="utf-8")
+        if repo_id is not None:
+            text = CARD_REPO_PLACEHOLDER.sub(repo_id, text)
+        (output_dir / "README.md").write_text(text, encoding="utf-8")
     return output_dir
 
 

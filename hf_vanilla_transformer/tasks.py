@@ -3,7 +3,8 @@ the source and target texts live in a dataset row, how the data loads, which met
 which of its numbers picks the best checkpoint, the generation defaults, the report's breakdowns, and how a
 tokenizer for the task is trained. Code elsewhere asks the task object and never switches on the task name.
 
-- `translation`: a `translation` column of `{language: sentence}` dicts (Multi30k here, WMT14 on the Hub),
+- `translation`: a `translation` column of `{language: sentence}` dicts (Multi30k, WMT14; datasets with one
+  column per language, like `bentrevett/multi30k`, are converted on loading),
   scored with sacreBLEU (cased, detokenised) and chrF, and in reports also with the paper's tokenized BLEU.
 - `series`: `expression` -> `series` columns (Taylor series to O(x**6)), scored by exact string match,
   symbolic equivalence (sympy) and the share of predictions that parse.
@@ -21,7 +22,7 @@ from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
-from .data.translation import load_translation_dataset, translation_languages
+from .data.translation import load_translation_dataset
 from .metrics import load_series_metric, load_translation_metric
 from .metrics.tokenized_bleu import tokenized_bleu
 from .series.renamings import add_symbol_renamings, held_out_expressions
@@ -123,12 +124,10 @@ class TranslationTask(Task):
         return ("translation", args.source_lang), ("translation", args.target_lang)
 
     def load_raw(self, args):
-        dataset = load_translation_dataset(args.dataset, args.dataset_config)
-        languages = translation_languages(next(iter(dataset.values())))
-        for lang in (args.source_lang, args.target_lang):
-            if lang not in languages:
-                raise ValueError(f"Language '{lang}' is not in {args.dataset}; languages found: {languages}.")
-        return dataset
+        # The loader checks the languages, and packs flat language columns (`de`, `en`) into `translation`.
+        return load_translation_dataset(
+            args.dataset, args.dataset_config, languages=(args.source_lang, args.target_lang)
+        )
 
     def load_metric(self):
         return load_translation_metric()
@@ -239,7 +238,10 @@ class DataArguments:
     task: str = field(default="series", metadata={"help": f"One of {', '.join(TASKS)}."})
     dataset: str = field(
         default="outputs/data/series",
-        metadata={"help": "A `save_to_disk` folder, a folder of parquet files, or a Hub name (e.g. wmt14)."},
+        metadata={
+            "help": "A `save_to_disk` folder, a folder of parquet/JSON Lines files, a folder of line-aligned "
+            "text files (translation: train.de.gz, ...), or a Hub name (e.g. wmt14, bentrevett/multi30k)."
+        },
     )
     dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config, e.g. de-en."})
     tokenizer: str = field(

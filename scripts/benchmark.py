@@ -11,7 +11,8 @@ in a separate process that does not load torch (needs `pip install ctranslate2`)
 GEMM library and with MKL.
 --compile also times both models' greedy generate() with a static cache and the decoding step compiled by
 torch.compile (inductor; needs a C++ compiler; the warm-up round compiles, which takes minutes).
-The run ends with the README's tables in Markdown; --markdown_from JSON prints them again from a saved run.
+The run ends with the tables of docs/benchmarks.md in Markdown; --markdown_from JSON prints them again from a
+saved run.
 """
 
 import argparse
@@ -28,7 +29,14 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--shapes", nargs="+", default=["S", "base"], choices=sorted(SHAPES))
+    parser.add_argument(
+        "--shapes",
+        nargs="+",
+        default=["S", "base"],
+        choices=sorted(SHAPES),
+        help="Model sizes to compare: S (d_model 256, 3+3 layers), base (512, 6+6), multi30k-recipe (256, "
+        "3+3, d_ff 1024); tiny only checks that the harness runs.",
+    )
     parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
     parser.add_argument(
         "--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2."
@@ -41,11 +49,11 @@ def main() -> None:
     parser.add_argument(
         "--profile", choices=sorted(SHAPES), help="Profile one shape instead of benchmarking."
     )
-    parser.add_argument("--output", default="outputs/benchmark.json")
+    parser.add_argument("--output", default="outputs/benchmark.json", help="JSON file for the results.")
     parser.add_argument(
         "--markdown_from",
         metavar="JSON",
-        help="Print the README's tables from an earlier run's JSON and stop.",
+        help="Print the tables of docs/benchmarks.md from an earlier run's JSON and stop.",
     )
     args = parser.parse_args()
     if args.markdown_from:

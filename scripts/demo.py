@@ -334,7 +334,7 @@ def parse_args(argv=None) -> argparse.Namespace:
         ]
     if not args.model:
         parser.error(
-            "Pass at least one --model (or set DEMO_MODELS), e.g. --model series=outputs/series/final."
+            "Pass at least one --model (or set DEMO_MODELS), e.g. --model series=outputs/series-50k/averaged."
         )
     return args
 

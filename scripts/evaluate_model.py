@@ -4,10 +4,10 @@ r"""Evaluate a saved model on a split (named evaluate_model.py: a scripts/evalua
 Batched generation (the saved generation config, beam 4 and length
 penalty 0.6, unless flags say otherwise), the task's metrics, a JSON report with every prediction.
 
-    python scripts/evaluate_model.py --model outputs/multi30k/final --task translation \
+    python scripts/evaluate_model.py --model outputs/multi30k-de-en/final --task translation \
         --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test
-    python scripts/evaluate_model.py --model outputs/series/final --task series \
-        --dataset outputs/data/series --split test --num_beams 1
+    python scripts/evaluate_model.py --model outputs/series-50k/final --task series \
+        --dataset outputs/data/series-50k --split test --num_beams 1
 """
 
 import logging

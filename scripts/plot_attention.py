@@ -1,10 +1,11 @@
 r"""Draw the cross-attention of every head of one decoder layer for one input, as heat maps labelled with
 source and target tokens.
 
-    python scripts/plot_attention.py --model outputs/multi30k/final --text "Zwei Hunde spielen im Schnee." \
-        --layer -1 --output attention.png
+    python scripts/plot_attention.py --model outputs/multi30k-de-en/final \
+        --text "Zwei Hunde spielen im Schnee." --layer -1 --output attention.png
     # against a given translation instead of the model's own output:
-    python scripts/plot_attention.py --model outputs/multi30k/final --text "..." --target "..." --output a.png
+    python scripts/plot_attention.py --model outputs/multi30k-de-en/final --text "..." --target "..." \
+        --output a.png
 """
 
 import argparse

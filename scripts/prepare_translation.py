@@ -1,14 +1,19 @@
-r"""Build a translation DatasetDict (Hub schema) from parallel text files and save it to disk.
+r"""Build a translation DatasetDict (Hub schema) from the Hub, a local dataset or parallel text files, and
+save it to disk.
 
-    python scripts/prepare_translation.py --data_dir ../shared/data/multi30k --src_lang de --tgt_lang en \
+    # Multi30k from the Hub (bentrevett/multi30k: columns `en` and `de`, packed into `translation`)
+    python scripts/prepare_translation.py --dataset_name bentrevett/multi30k --src_lang de --tgt_lang en \
+        --output_dir outputs/data/multi30k-de-en
+
+    # Multi30k's raw files (train.de.gz, val.de.gz, test_2016_flickr.de.gz, ... in one folder)
+    python scripts/prepare_translation.py --data_dir path/to/multi30k --src_lang de --tgt_lang en \
         --output_dir outputs/data/multi30k-de-en
 
     # ... and tokenize it too (saved to --output_dir + "-tokenized" unless --tokenized_output_dir is given)
-    python scripts/prepare_translation.py --data_dir ../shared/data/multi30k --src_lang de --tgt_lang en \
+    python scripts/prepare_translation.py --data_dir path/to/multi30k --src_lang de --tgt_lang en \
         --output_dir outputs/data/multi30k-de-en --tokenizer outputs/tokenizers/multi30k-de-en-bpe8k
 
-    # A Hub dataset or a local save_to_disk/parquet folder instead of text files (needs the network for the
-    # Hub)
+    # Any other Hub dataset, or a local save_to_disk / parquet / JSON Lines folder (the Hub needs the network)
     python scripts/prepare_translation.py --dataset_name wmt/wmt14 --dataset_config de-en --src_lang de \
         --tgt_lang en --output_dir outputs/data/wmt14-de-en
 """
@@ -37,7 +42,11 @@ class PrepareArguments:
     )
     dataset_name: str | None = field(
         default=None,
-        metadata={"help": "Instead of --data_dir: a Hub dataset or a save_to_disk/parquet folder."},
+        metadata={
+            "help": "Instead of --data_dir: a Hub dataset (e.g. bentrevett/multi30k, wmt/wmt14), a local "
+            "save_to_disk/parquet/JSON Lines folder, or a folder of text files as for --data_dir. Datasets "
+            "with one column per language (en, de) are packed into a `translation` column."
+        },
     )
     dataset_config: str | None = field(
         default=None, metadata={"help": "Config of --dataset_name, e.g. de-en."}
@@ -63,7 +72,9 @@ def main() -> None:
     if args.data_dir is not None:
         dataset_dict = load_parallel_text(args.data_dir, args.src_lang, args.tgt_lang)
     else:
-        dataset_dict = load_translation_dataset(args.dataset_name, args.dataset_config)
+        dataset_dict = load_translation_dataset(
+            args.dataset_name, args.dataset_config, languages=(args.src_lang, args.tgt_lang)
+        )
     dataset_dict.save_to_disk(args.output_dir)
     for split, dataset in dataset_dict.items():
         print(f"{split}: {dataset.num_rows} pairs")

@@ -20,7 +20,9 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="A saved model folder (with its tokenizer).")
     parser.add_argument("--card", default=None, help="The model card (model_cards/<name>/README.md).")
     parser.add_argument(
-        "--repo_id", default=None, help="Hub repository, e.g. user/vanilla-transformer-multi30k."
+        "--repo_id",
+        default=None,
+        help="Hub repository, e.g. user/vanilla-transformer-multi30k; it replaces the card's <owner>/<name>.",
     )
     parser.add_argument("--folder", default="outputs/hub/model", help="Where to assemble the upload.")
     parser.add_argument("--dry_run", action="store_true", help="Write the folder only; upload nothing.")
@@ -28,7 +30,7 @@ def main() -> None:
     args = parser.parse_args()
     if not args.dry_run and not args.repo_id:
         parser.error("--repo_id is required unless --dry_run is given.")
-    folder = build_hub_folder(args.model, args.card, args.folder)
+    folder = build_hub_folder(args.model, args.card, args.folder, repo_id=args.repo_id)
     print(f"Assembled {folder}: {', '.join(sorted(p.name for p in folder.iterdir()))}")
     if not args.dry_run:
         print(f"Uploaded to {push_folder(folder, args.repo_id, private=args.private)}")

@@ -1,11 +1,12 @@
 """The main job, end to end on a default that needs no download: build a small series-expansion data set
-with the CAS, train its BPE tokenizer, train a small Transformer for six minutes, evaluate it, save it,
-reload it with `from_pretrained`, and print its expansions next to the CAS's.
+with the CAS, train its BPE tokenizer, train a small Transformer for a fixed wall-clock budget
+(`--train_minutes`), evaluate it, save it to outputs/quickstart/run/final, reload it with `from_pretrained`,
+and print its expansions next to the CAS's.
 
-The problem is sized to be learned in those minutes: expressions of one or two terms in the symbols a and b
+The problem is sized to be learned within that budget: expressions of one or two terms in the symbols a and b
 (the recipes use up to four terms in six symbols).
 
-    python scripts/quickstart.py            # about 6.5 minutes on 2 CPU cores
+    python scripts/quickstart.py            # the README says how long it takes and what it prints
     python scripts/quickstart.py --help     # the options of `QuickstartArguments` below
 """
 
@@ -51,7 +52,12 @@ DEMO_EXPRESSIONS = (
 
 @dataclass
 class QuickstartArguments:
-    output_dir: str = field(default="outputs/quickstart", metadata={"help": "Where everything is written."})
+    output_dir: str = field(
+        default="outputs/quickstart",
+        metadata={
+            "help": "Where everything is written: data/, tokenizer/ and run/ (the model in run/final)."
+        },
+    )
     num_examples: int = field(
         default=8000, metadata={"help": "Series examples to generate (train+val+test)."}
     )
@@ -65,7 +71,7 @@ class QuickstartArguments:
     test_size: int = field(default=300, metadata={"help": "Test examples to evaluate on."})
     vocab_size: int = field(default=600, metadata={"help": "BPE vocabulary size of the series tokenizer."})
     preset: str = field(default="transformer-mini", metadata={"help": "Model size preset."})
-    train_minutes: float = field(default=6.0, metadata={"help": "Wall-clock training budget."})
+    train_minutes: float = field(default=6.0, metadata={"help": "Wall-clock training budget, in minutes."})
     max_tokens: int = field(default=3000, metadata={"help": "Token budget per batch."})
     seed: int = field(default=0, metadata={"help": "Seed of data generation and training."})
 
@@ -114,8 +120,8 @@ def run_quickstart(args: QuickstartArguments) -> dict:
         f"3/5 Training a {args.preset} Transformer for {args.train_minutes:g} minutes (the paper's recipe, "
         "no dropout) ..."
     )
-    # Six minutes are too few to over-fit: dropout would only slow learning (measured: 0.48 exact match with
-    # the paper's 0.1, 0.58 without).
+    # The default budget is too short to over-fit: dropout would only slow learning (measured: 0.48 exact
+    # match with the paper's 0.1, 0.58 without).
     model_args = ModelArguments(preset=args.preset, config_overrides={"dropout": 0.0})
     data_args = DataArguments(
         task="series",

@@ -9,8 +9,8 @@ metric, loss log and curves next to the checkpoints, the final model folder in `
         --resume_from_checkpoint outputs/series-50k/checkpoint-500
 
     # or every option on the command line
-    python scripts/train.py --task series --dataset outputs/data/series \
-        --tokenizer outputs/tokenizers/series --preset transformer-small --max_tokens 4096 \
+    python scripts/train.py --task series --dataset outputs/data/series-50k \
+        --tokenizer outputs/tokenizers/series-bpe1k --preset transformer-small --max_tokens 4096 \
         --max_steps 2000 --warmup_steps 400 --eval_strategy steps --eval_steps 500 --save_steps 500 \
         --output_dir outputs/series-run
 

@@ -6,16 +6,16 @@ r"""Train a BPE tokenizer for translation or series expansion and save it for `A
 
     # ... or from plain text files (gzip or not), one sentence a line
     python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
-        --text_files ../shared/data/multi30k/train.de.gz ../shared/data/multi30k/train.en.gz \
+        --text_files path/to/multi30k/train.de.gz path/to/multi30k/train.en.gz \
         --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
 
     # Series expansion: trains on the `expression` and `series` columns
     python scripts/train_tokenizer.py --task series --vocab_size 1000 \
-        --dataset_dir outputs/data/series --output_dir outputs/tokenizers/series-bpe1k
+        --dataset_dir outputs/data/series-50k --output_dir outputs/tokenizers/series-bpe1k
 
     # ... or the tutorial's fixed character-level vocabulary (nothing to learn; the data is checked)
     python scripts/train_tokenizer.py --task series --tutorial_vocabulary \
-        --dataset_dir outputs/data/series --output_dir outputs/tokenizers/series-tutorial
+        --dataset_dir outputs/data/series-50k --output_dir outputs/tokenizers/series-tutorial
 
 Prints the vocabulary size, the training time and the average tokens per text (against characters) on
 the validation split when there is one.

@@ -24,6 +24,7 @@ CARD = textwrap.dedent(
     tags: [vanilla-transformer]
     ---
     # A test card
+    model = AutoModelForSeq2SeqLM.from_pretrained("<owner>/vanilla-transformer-test", trust_remote_code=True)
     """
 )
 
@@ -62,6 +63,8 @@ def test_push_to_hub_dry_run_folder_loads_in_fresh_process(tmp_path, model_dir):
             "--card",
             str(card),
             "--dry_run",
+            "--repo_id",
+            "someone/vanilla-transformer-test",
             "--folder",
             str(folder),
         ],
@@ -82,7 +85,10 @@ def test_push_to_hub_dry_run_folder_loads_in_fresh_process(tmp_path, model_dir):
         "configuration_vanilla_transformer.py",
         "pipeline_seq2seq.py",
     } <= names
-    assert ModelCard.load(folder / "README.md").data.pipeline_tag == "translation"
+    published = ModelCard.load(folder / "README.md")
+    assert published.data.pipeline_tag == "translation"
+    assert 'from_pretrained("someone/vanilla-transformer-test"' in published.text
+    assert "<owner>" not in published.text
     loaded = subprocess.run(
         [sys.executable, "-c", LOAD_AND_GENERATE, str(folder)],
         capture_output=True,

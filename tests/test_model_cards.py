@@ -1,5 +1,7 @@
-"""Every model card's YAML metadata parses as the Hub reads it, and its model-index names real metrics."""
+"""Every model card's YAML metadata parses as the Hub reads it, and its model-index names real metrics;
+each card stays short and refers to nothing a Hub reader cannot see."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -23,3 +25,30 @@ def test_card_metadata_parses(card_path):
         assert isinstance(result.metric_value, int | float)
     assert "trust_remote_code=True" in card.text
     assert "scripts/evaluate_model.py" in card.text  # the command that produced the numbers
+
+
+# About 120 lines, with room for a few rows of examples: run-by-run history belongs in docs/experiments/.
+MAX_CARD_LINES = 130
+# Things that exist only in our repository or on our machines: git history, local paths, unshipped runs.
+PRIVATE_REFERENCES = {
+    "a `git show`": re.compile(r"git show"),
+    "a commit hash": re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*[0-9])[0-9a-f]{7,40}\b"),
+    "a path under ../shared": re.compile(r"\.\./shared"),
+    "an unshipped run folder": re.compile(r"outputs/[\w.-]*-run\d+"),
+}
+
+
+@pytest.mark.parametrize("card_path", CARDS, ids=lambda p: p.parent.name)
+def test_card_is_short(card_path):
+    lines = len(card_path.read_text(encoding="utf-8").splitlines())
+    assert lines <= MAX_CARD_LINES, (
+        f"{card_path} has {lines} lines, over {MAX_CARD_LINES}: move run-by-run detail to docs/experiments/"
+    )
+
+
+@pytest.mark.parametrize("card_path", CARDS, ids=lambda p: p.parent.name)
+def test_card_refers_to_nothing_private(card_path):
+    text = card_path.read_text(encoding="utf-8")
+    for what, pattern in PRIVATE_REFERENCES.items():
+        match = pattern.search(text)
+        assert match is None, f"{card_path} mentions {what}: {match.group(0)!r}; Hub readers cannot follow it"

@@ -1,5 +1,5 @@
-"""The main job, `scripts/quickstart.py`, runs end to end (on a cut-down setting: its default trains for
-6 minutes)."""
+"""The main job, `scripts/quickstart.py`, runs end to end (on a cut-down setting: seconds of training instead
+of its default budget)."""
 
 import json
 

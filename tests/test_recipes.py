@@ -2,6 +2,8 @@
 for unknown keys; and the shipped recipes."""
 
 import json
+import os
+import subprocess
 from dataclasses import fields
 from pathlib import Path
 
@@ -105,6 +107,32 @@ def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
 def test_recipe_sh_scripts_train_from_the_yaml_recipes():
     for name in ("series", "multi30k_de_en"):
         assert f"scripts/train.py scripts/recipes/{name}.yaml" in (RECIPES / f"{name}.sh").read_text()
+
+
+def _multi30k_recipe_data(tmp_path, *args, **env) -> str:
+    """Run multi30k_de_en.sh with a stand-in `python` that logs its arguments; return the data source its
+    first command (prepare_translation.py) was given."""
+    shim = tmp_path / "bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
+    (shim / "python").chmod(0o755)
+    log = tmp_path / f"calls-{len(list(tmp_path.glob('calls-*')))}.log"
+    environment = {k: v for k, v in os.environ.items() if k != "MULTI30K_DATA"}
+    environment.update(PATH=f"{shim}{os.pathsep}{os.environ['PATH']}", LOG=str(log), **env)
+    subprocess.run(
+        ["bash", str(RECIPES / "multi30k_de_en.sh"), *args], env=environment, cwd=tmp_path, check=True
+    )
+    first = log.read_text().splitlines()[0].split()
+    assert first[0] == "scripts/prepare_translation.py"
+    return first[first.index("--dataset_name") + 1]
+
+
+def test_multi30k_recipe_reads_the_hub_copy_by_default_or_the_data_it_is_given(tmp_path):
+    assert _multi30k_recipe_data(tmp_path) == "bentrevett/multi30k"
+    assert _multi30k_recipe_data(tmp_path, "path/to/multi30k") == "path/to/multi30k"
+    assert _multi30k_recipe_data(tmp_path, MULTI30K_DATA="/data/multi30k/raw") == "/data/multi30k/raw"
+    # No shipped recipe may depend on a folder that exists only on the developers' machines.
+    assert not [path.name for path in RECIPES.iterdir() if "../shared" in path.read_text()]
 
 
 def test_every_option_has_help():

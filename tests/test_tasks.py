@@ -125,6 +125,19 @@ def test_unknown_tokens_above_the_share_are_refused(tmp_path, translation_tokeni
         prepare_dataset(_translation_args(tmp_path / "data", translation_tokenizer_dir), tokenizer)
 
 
+def test_translation_data_with_one_column_per_language_loads_for_training(tmp_path):
+    """bentrevett/multi30k's schema (columns `en`, `de`) is packed into the `translation` column."""
+    flat = {"en": ["A dog runs.", "Two cats."], "de": ["Ein Hund rennt.", "Zwei Katzen."]}
+    DatasetDict(train=Dataset.from_dict(flat)).save_to_disk(tmp_path / "data")
+    raw = get_task("translation").load_raw(_translation_args(tmp_path / "data", "unused"))
+    assert raw["train"]["translation"] == [
+        {"de": "Ein Hund rennt.", "en": "A dog runs."},
+        {"de": "Zwei Katzen.", "en": "Two cats."},
+    ]
+    with pytest.raises(ValueError, match=r"Columns found: en, de\."):
+        get_task("translation").load_raw(_translation_args(tmp_path / "data", "unused", source_lang="fr"))
+
+
 @pytest.mark.parametrize("location", ["/nonexistent", "./outputs/nothing-here", "a/b/c"])
 def test_evaluating_a_missing_model_folder_says_so(location, multi30k):
     args = _translation_args(multi30k, "unused")

@@ -1,6 +1,7 @@
 """Tests for hf_vanilla_transformer.data.translation: reading, loading, tokenizing and collating."""
 
 import gzip
+import json
 import logging
 from pathlib import Path
 
@@ -15,6 +16,7 @@ from hf_vanilla_transformer.data.translation import (
     iter_text_lines,
     load_parallel_text,
     load_translation_dataset,
+    to_translation_schema,
     tokenize_translation,
     translation_languages,
 )
@@ -148,10 +150,12 @@ def test_load_from_a_parquet_folder(multi30k, tmp_path):
     assert translation_languages(loaded["train"]) == ["de", "en"]
 
 
-def test_hub_names_go_to_load_dataset_and_bad_paths_do_not(monkeypatch, tmp_path):
+def test_hub_names_go_to_load_dataset_and_bad_paths_do_not(multi30k, monkeypatch, tmp_path):
     calls = []
-    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: calls.append((args, kwargs)))
-    load_translation_dataset("wmt14", "de-en", revision="main")
+    monkeypatch.setattr(
+        datasets, "load_dataset", lambda *args, **kwargs: calls.append((args, kwargs)) or multi30k
+    )
+    assert load_translation_dataset("wmt14", "de-en", revision="main") == multi30k
     assert calls == [(("wmt14", "de-en"), {"revision": "main"})]  # no download: load_dataset is replaced
     with pytest.raises(FileNotFoundError, match="not a dataset folder"):
         load_translation_dataset(tmp_path / "does-not-exist")
@@ -160,6 +164,105 @@ def test_hub_names_go_to_load_dataset_and_bad_paths_do_not(monkeypatch, tmp_path
     with pytest.raises(ValueError, match="neither a `save_to_disk` dataset"):
         load_translation_dataset(empty)
     assert len(calls) == 1
+
+
+# The Hub copy of Multi30k, bentrevett/multi30k, is a repository of three JSON Lines files, train.jsonl,
+# val.jsonl and test.jsonl (plus README.md), each line {"en": ..., "de": ...}; `datasets` names the splits
+# train / validation / test from the file names. Its Hub-converted parquet and a `save_to_disk` copy hold
+# the same two columns.
+HUB_FILES = {"train": "train.jsonl", "validation": "val.jsonl", "test": "test.jsonl"}
+
+
+def write_hub_copy(multi30k, folder: Path, layout: str) -> Path:
+    """The fixture in bentrevett/multi30k's schema (flat `en` and `de` text columns) laid out as `layout`."""
+    flat = DatasetDict(
+        {
+            split: datasets.Dataset.from_dict(
+                {lang: [pair[lang] for pair in dataset["translation"]] for lang in ("en", "de")}
+            )
+            for split, dataset in multi30k.items()
+        }
+    )
+    folder.mkdir(parents=True)
+    if layout == "jsonl":
+        (folder / "README.md").write_text("---\nlanguage:\n- en\n- de\n---\n# Multi30k\n")
+        for split, dataset in flat.items():
+            with (folder / HUB_FILES[split]).open("w", encoding="utf-8") as f:
+                for row in dataset:
+                    f.write(json.dumps(row, ensure_ascii=False) + "\n")
+    elif layout == "parquet":
+        for split, dataset in flat.items():
+            dataset.to_parquet(folder / f"{split}-00000-of-00001.parquet")
+    else:
+        flat.save_to_disk(folder)
+    return folder
+
+
+@pytest.mark.parametrize("layout", ["jsonl", "parquet", "save_to_disk"])
+def test_flat_language_columns_of_the_hub_copy_become_the_translation_column(multi30k, tmp_path, layout):
+    folder = write_hub_copy(multi30k, tmp_path / "bentrevett-multi30k", layout)
+    loaded = load_translation_dataset(folder, languages=("de", "en"), cache_dir=str(tmp_path / "cache"))
+    assert {split: ds.num_rows for split, ds in loaded.items()} == {
+        "train": 300,
+        "validation": 50,
+        "test": 50,
+    }
+    for split, dataset in loaded.items():
+        assert dataset.column_names == ["translation"]
+        assert dataset.features["translation"] == Translation(languages=["de", "en"])
+        assert dataset["translation"] == multi30k[split]["translation"]  # the raw files' pairs, in order
+    assert loaded["train"][0]["translation"] == FIRST_PAIR
+
+
+def test_a_folder_of_raw_text_files_loads_when_the_languages_are_given(multi30k):
+    loaded = load_translation_dataset(FIXTURE, languages=("de", "en"))
+    assert {split: ds["translation"] for split, ds in loaded.items()} == {
+        split: ds["translation"] for split, ds in multi30k.items()
+    }
+    with pytest.raises(ValueError, match=r"neither a `save_to_disk` dataset .* pass `languages`"):
+        load_translation_dataset(FIXTURE)
+    with pytest.raises(ValueError, match=r"pair \(source, target\)"):
+        load_translation_dataset(FIXTURE, languages=("de", "en", "fr"))
+    with pytest.raises(ValueError, match=r"pair \(source, target\).*got 'de'"):
+        load_translation_dataset(FIXTURE, languages="de")  # not read as ("d", "e")
+
+
+def test_other_columns_are_kept_and_a_hub_name_is_converted_too(monkeypatch):
+    flat = datasets.Dataset.from_dict({"id": [7], "en": ["A dog."], "de": ["Ein Hund."]})
+    monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: DatasetDict(train=flat))
+    loaded = load_translation_dataset("bentrevett/multi30k", languages=("de", "en"))["train"]
+    assert loaded.column_names == ["id", "translation"]
+    assert loaded[0] == {"id": 7, "translation": {"de": "Ein Hund.", "en": "A dog."}}
+
+
+def test_a_dataset_with_neither_layout_names_the_columns_found_and_expected():
+    pairs = DatasetDict(
+        train=datasets.Dataset.from_dict({"source": ["Ein Hund."], "target": ["A dog."]}),
+    )
+    with pytest.raises(ValueError) as info:
+        to_translation_schema(pairs, ("de", "en"), source="my/pairs")
+    message = str(info.value)
+    assert "Split 'train' of my/pairs has neither a 'translation' column" in message
+    assert "one text column per language ('de', 'en')" in message
+    assert message.endswith("Columns found: source, target.")
+
+    # Flat columns for other languages, or not text, or no languages given: the same error, with its columns.
+    flat = DatasetDict(train=datasets.Dataset.from_dict({"en": ["A dog."], "fr": ["Un chien."]}))
+    with pytest.raises(ValueError, match=r"per language \('de', 'en'\).*Columns found: en, fr\."):
+        to_translation_schema(flat, ("de", "en"))
+    numbers = DatasetDict(train=datasets.Dataset.from_dict({"de": [1], "en": [2]}))
+    with pytest.raises(ValueError, match=r"Columns found: de, en\. Not text: de, en\."):
+        to_translation_schema(numbers, ("de", "en"))
+    with pytest.raises(ValueError, match=r"with the languages passed \(e\.g\. `languages=\('de', 'en'\)`\)"):
+        to_translation_schema(flat)
+
+
+def test_a_translation_column_is_kept_and_checked_for_the_languages(multi30k):
+    assert to_translation_schema(multi30k, ("en", "de"))["train"] is multi30k["train"]
+    with pytest.raises(
+        ValueError, match=r"Language 'fr' is not in split 'train' of wmt; languages found: de, en"
+    ):
+        to_translation_schema(multi30k, ("de", "fr"), source="wmt")
 
 
 # ---------------------------------------------------------------------------- tokenize_translation

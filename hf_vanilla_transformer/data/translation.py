@@ -3,9 +3,13 @@
 The layout everything converges on is the Hugging Face Hub's: a `datasets.DatasetDict` with `train`,
 `validation` and `test` splits and one `translation` column holding `{language: sentence}` dicts,
 e.g. `{"de": "Ein Hund rennt.", "en": "A dog runs."}` (the schema of `wmt14`, `iwslt2017`, ...).
+Datasets with one text column per language instead (`de`, `en`: the schema of `bentrevett/multi30k`) are
+turned into it on loading.
 
 - `load_parallel_text` builds it from line-aligned plain-text files (Multi30k's raw layout works as is);
-- `load_translation_dataset` loads it from a `save_to_disk` folder, a folder of parquet files or the Hub;
+- `load_translation_dataset` loads it from the Hub, a `save_to_disk` folder, a folder of data files
+  (parquet, JSON Lines, CSV) or a folder of line-aligned text files;
+- `to_translation_schema` turns flat language columns into the `translation` column;
 - `tokenize_translation` turns it into `input_ids`/`labels`, dropping (never truncating) too-long pairs;
 - `build_seq2seq_collator` (from `preprocessing`) pads batches for a seq2seq model.
 """
@@ -17,7 +21,7 @@ import logging
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +36,11 @@ logger = logging.getLogger(__name__)
 
 # Multi30k's raw files are `{prefix}.{lang}.gz`; the Hub names the splits train/validation/test.
 MULTI30K_SPLIT_FILES: dict[str, str] = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
+
+# Files a Hub dataset repository (or a local copy of one) keeps its splits in. `datasets` infers each file's
+# split from its name: `train.jsonl`, `val.jsonl` (bentrevett/multi30k), `train-00000-of-00001.parquet`.
+_DATA_FILE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+_TEXT_DTYPES = ("string", "large_string")
 
 _GZIP_MAGIC = b"\x1f\x8b"
 # How many offending line numbers an error or warning quotes before it says "...".
@@ -170,44 +179,139 @@ def load_parallel_text(
 def load_translation_dataset(
     name_or_path: str | os.PathLike,
     config_name: str | None = None,
+    languages: Sequence[str] | None = None,
     **load_kwargs: Any,
 ) -> DatasetDict:
-    """Load a translation `DatasetDict` from a local folder or the Hugging Face Hub.
+    """Load a translation `DatasetDict` in the `translation` schema from the Hub or a local folder.
 
     - a folder written by `DatasetDict.save_to_disk` -> `datasets.load_from_disk`;
-    - a folder of parquet files (split inferred from the file names, e.g. `train-00000-of-00001.parquet`,
-      as on the Hub) -> `datasets.load_dataset("parquet", data_dir=...)`. With `config_name`, the
-      subfolder of that name is used when it exists (the Hub keeps each config in its own folder);
+    - a folder of data files (parquet, JSON Lines, CSV), such as a download of a Hub dataset repository ->
+      `datasets.load_dataset(folder)`, which infers each file's split from its name as the Hub does
+      (`train-00000-of-00001.parquet`, `val.jsonl`, ...). With `config_name`, the subfolder of that name is
+      used when it exists (the Hub keeps each config in its own folder);
+    - a folder of line-aligned text files in Multi30k's layout (`train.de.gz`, ...) -> `load_parallel_text`,
+      when `languages` are given;
     - anything else is a Hub dataset: `datasets.load_dataset(name_or_path, config_name)`, e.g.
       `load_translation_dataset("wmt/wmt14", "de-en")`. That needs a network connection.
 
-    `load_kwargs` go to `datasets.load_dataset` (e.g. `cache_dir`, `revision`).
+    Args:
+        name_or_path: Hub dataset id or local folder.
+        config_name: Hub config (e.g. `de-en`), or the subfolder of a local folder holding that config.
+        languages: `(source, target)` language codes, e.g. `("de", "en")`. Needed for datasets with one
+            text column per language (e.g. `bentrevett/multi30k`: `en`, `de`), which `to_translation_schema`
+            packs into the `translation` column, and for folders of text files; datasets that have a
+            `translation` column already are checked to hold both languages in every split.
+        load_kwargs: go to `datasets.load_dataset` (e.g. `cache_dir`, `revision`).
     """
+    if languages is not None and (isinstance(languages, str) or len(languages) != 2):
+        raise ValueError(f"`languages` is the pair (source, target), e.g. ('de', 'en'); got {languages!r}.")
     path = Path(name_or_path)
     if path.is_dir():
-        if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
-            loaded = datasets.load_from_disk(str(path))
-            if not isinstance(loaded, DatasetDict):
-                raise ValueError(
-                    f"'{path}' holds a single Dataset, not a DatasetDict. Save the splits together: "
-                    "`DatasetDict(train=..., validation=..., test=...).save_to_disk(path)`."
-                )
-            return loaded
-        if config_name is not None and (path / config_name).is_dir():
-            path = path / config_name
-        if any(path.rglob("*.parquet")):
-            return datasets.load_dataset("parquet", data_dir=str(path), **load_kwargs)
-        raise ValueError(
-            f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor "
-            "parquet files. For plain-text parallel files use `load_parallel_text`."
-        )
-    name = str(name_or_path)
-    if is_local_path(name):  # fail here rather than with a confusing error from the Hub
-        raise FileNotFoundError(
-            f"'{name}' is not a dataset folder. Pass a folder written by `save_to_disk`, a folder of parquet "
-            "files, or a Hub dataset id such as 'wmt14'."
-        )
-    return datasets.load_dataset(name, config_name, **load_kwargs)
+        loaded = _load_local_folder(path, config_name, languages, **load_kwargs)
+    else:
+        name = str(name_or_path)
+        if is_local_path(name):  # fail here rather than with a confusing error from the Hub
+            raise FileNotFoundError(
+                f"'{name}' is not a dataset folder. Pass a folder written by `save_to_disk`, a folder of "
+                "parquet or JSON Lines files, a folder of line-aligned text files, or a Hub dataset id such "
+                "as 'wmt14' or 'bentrevett/multi30k'."
+            )
+        loaded = datasets.load_dataset(name, config_name, **load_kwargs)
+    return to_translation_schema(loaded, languages, source=str(name_or_path))
+
+
+def _load_local_folder(
+    path: Path, config_name: str | None, languages: Sequence[str] | None, **load_kwargs: Any
+) -> DatasetDict:
+    """The `DatasetDict` in a local folder, as laid out by `save_to_disk`, the Hub or Multi30k."""
+    if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
+        loaded = datasets.load_from_disk(str(path))
+        if not isinstance(loaded, DatasetDict):
+            raise ValueError(
+                f"'{path}' holds a single Dataset, not a DatasetDict. Save the splits together: "
+                "`DatasetDict(train=..., validation=..., test=...).save_to_disk(path)`."
+            )
+        return loaded
+    if config_name is not None and (path / config_name).is_dir():
+        path = path / config_name
+    if any(file.suffix in _DATA_FILE_SUFFIXES for file in path.rglob("*") if file.is_file()):
+        return datasets.load_dataset(str(path), **load_kwargs)
+    if languages is not None:
+        src_lang, tgt_lang = languages
+        return load_parallel_text(path, src_lang, tgt_lang)
+    raise ValueError(
+        f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor data files "
+        f"({', '.join(_DATA_FILE_SUFFIXES)}). For line-aligned text files pass `languages` or use "
+        "`load_parallel_text`."
+    )
+
+
+def _is_text_column(dataset: Dataset, column: str) -> bool:
+    return column in dataset.column_names and getattr(dataset.features[column], "dtype", None) in _TEXT_DTYPES
+
+
+def _pack_translation(batch: dict[str, list], languages: list[str]) -> dict[str, list[dict[str, str]]]:
+    columns = [batch[lang] for lang in languages]
+    return {"translation": [dict(zip(languages, texts, strict=True)) for texts in zip(*columns, strict=True)]}
+
+
+def to_translation_schema(
+    dataset_dict: DatasetDict, languages: Sequence[str] | None = None, source: str = "the dataset"
+) -> DatasetDict:
+    """Return `dataset_dict` with a `translation` column of `{language: sentence}` dicts in every split.
+
+    A split that has one already is kept as it is (after checking it holds `languages`, when given). A split
+    with one text column per language (`de`, `en`, as in `bentrevett/multi30k`) gets those columns packed
+    into a `translation` column typed `datasets.Translation(languages)`; other columns are kept. Anything
+    else raises a `ValueError` naming the columns found and those expected. `source` names the dataset in
+    errors.
+    """
+    if languages is not None:
+        if isinstance(languages, str):  # a string is a sequence too: "de" would read as ("d", "e")
+            raise ValueError(
+                f"Pass the languages as a sequence, e.g. ('de', 'en'), not the string {languages!r}."
+            )
+        languages = list(languages)
+        if len(set(languages)) != len(languages) or len(languages) < 2:
+            raise ValueError(f"Pass two or more different languages, got {languages}.")
+    converted = {}
+    for split, dataset in dataset_dict.items():
+        if "translation" in dataset.column_names:
+            found = translation_languages(dataset)
+            for lang in languages or ():
+                if lang not in found:
+                    raise ValueError(
+                        f"Language '{lang}' is not in split '{split}' of {source}; languages found: "
+                        f"{', '.join(found)}."
+                    )
+            converted[split] = dataset
+        elif languages is not None and all(_is_text_column(dataset, lang) for lang in languages):
+            features = Features({k: v for k, v in dataset.features.items() if k not in languages})
+            features["translation"] = Translation(languages=languages)
+            converted[split] = dataset.map(
+                _pack_translation,
+                fn_kwargs={"languages": languages},
+                batched=True,
+                remove_columns=languages,
+                features=features,
+                desc=f"Packing columns {', '.join(languages)} into 'translation' ({split})",
+            )
+        else:
+            expected = (
+                f"one text column per language ({', '.join(repr(lang) for lang in languages)})"
+                if languages is not None
+                else "one text column per language, with the languages passed (e.g. `languages=('de', 'en')`)"
+            )
+            not_text = [
+                c for c in languages or () if c in dataset.column_names and not _is_text_column(dataset, c)
+            ]
+            raise ValueError(
+                f"Split '{split}' of {source} has neither a 'translation' column of {{language: sentence}} "
+                f"dicts (as in wmt14) nor {expected} (as in bentrevett/multi30k). Columns found: "
+                f"{', '.join(dataset.column_names) or 'none'}."
+                + (f" Not text: {', '.join(not_text)}." if not_text else "")
+            )
+    return DatasetDict(converted)
 
 
 def translation_languages(dataset: Dataset) -> list[str]:
@@ -261,6 +365,7 @@ __all__ = [
     "iter_text_lines",
     "load_parallel_text",
     "load_translation_dataset",
+    "to_translation_schema",
     "tokenize_translation",
     "translation_languages",
 ]

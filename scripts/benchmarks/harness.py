@@ -493,8 +493,9 @@ def _figure(value: float) -> str:
 
 
 def format_markdown(results: dict) -> str:
-    """The README's tables from a benchmark's JSON: ours against Marian per shape, then CTranslate2 against
-    our generate() (the best of its engines per task), so that no figure is retyped by hand."""
+    """The tables of docs/benchmarks.md from a benchmark's JSON: ours against Marian per shape, then
+    CTranslate2 against our generate() (the best of its engines per task), so that no figure is retyped by
+    hand."""
     if not isinstance(results, dict) or not results.get("shapes"):
         raise ValueError(
             "Not the JSON of a benchmark run (no 'shapes'): "

@@ -1,11 +1,21 @@
 #!/usr/bin/env bash
 # Multi30k German -> English, end to end: data, joint BPE, training (multi30k_de_en.yaml: 75 minutes),
 # averaging of the last 5 checkpoints (§6.1), beam-search evaluation on test_2016_flickr.
-#   bash scripts/recipes/multi30k_de_en.sh [path/to/multi30k]
+#
+#   bash scripts/recipes/multi30k_de_en.sh                      # the Hub copy, bentrevett/multi30k (online)
+#   bash scripts/recipes/multi30k_de_en.sh path/to/multi30k     # Multi30k's raw files, wherever they are
+#   MULTI30K_DATA=path/to/multi30k bash scripts/recipes/multi30k_de_en.sh     # the same, from the environment
+#
+# The data (first argument, else $MULTI30K_DATA, else bentrevett/multi30k) is a Hub dataset
+# name or a local folder: Multi30k's raw files (train.de.gz, train.en.gz, val.*, test_2016_flickr.*, as in
+# github.com/multi30k/dataset, data/task1/raw), a download of the Hub copy (train.jsonl, val.jsonl,
+# test.jsonl), or a `save_to_disk` folder: 29,000 / 1,014 / 1,000 pairs (test: test_2016_flickr).
+# Writes outputs/data/multi30k-de-en, outputs/tokenizers/multi30k-de-en-bpe8k and outputs/multi30k-de-en
+# (checkpoints, final/ and averaged/, each model folder with its eval-test-*.json report).
 set -euo pipefail
-DATA=${1:-../shared/data/multi30k}
+DATA=${1:-${MULTI30K_DATA:-bentrevett/multi30k}}
 OUT=outputs/multi30k-de-en
-python scripts/prepare_translation.py --data_dir "$DATA" --src_lang de --tgt_lang en \
+python scripts/prepare_translation.py --dataset_name "$DATA" --src_lang de --tgt_lang en \
     --output_dir outputs/data/multi30k-de-en
 python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
     --dataset_dir outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
@@ -13,5 +23,5 @@ python scripts/train.py scripts/recipes/multi30k_de_en.yaml
 python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged"
 for MODEL in "$OUT/final" "$OUT/averaged"; do
     python scripts/evaluate_model.py --model "$MODEL" --task translation \
-        --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test
+        --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test --batch_size 50
 done

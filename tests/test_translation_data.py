@@ -227,6 +227,19 @@ def test_a_folder_of_raw_text_files_loads_when_the_languages_are_given(multi30k)
         load_translation_dataset(FIXTURE, languages="de")  # not read as ("d", "e")
 
 
+def test_a_raw_text_folder_with_stray_json_and_csv_files_still_loads_as_text(multi30k, tmp_path):
+    folder = tmp_path / "raw"
+    folder.mkdir()
+    for file in FIXTURE.iterdir():
+        (folder / file.name).write_bytes(file.read_bytes())
+    (folder / "metadata.json").write_text(json.dumps({"source": "Multi30k task 1"}))
+    (folder / "image_ids.csv").write_text("split,image\ntrain,1000092795.jpg\n")
+    loaded = load_translation_dataset(folder, languages=("de", "en"))
+    assert {split: ds["translation"] for split, ds in loaded.items()} == {
+        split: ds["translation"] for split, ds in multi30k.items()
+    }
+
+
 def test_other_columns_are_kept_and_a_hub_name_is_converted_too(monkeypatch):
     flat = datasets.Dataset.from_dict({"id": [7], "en": ["A dog."], "de": ["Ein Hund."]})
     monkeypatch.setattr(datasets, "load_dataset", lambda *args, **kwargs: DatasetDict(train=flat))

@@ -190,7 +190,7 @@ def load_translation_dataset(
       (`train-00000-of-00001.parquet`, `val.jsonl`, ...). With `config_name`, the subfolder of that name is
       used when it exists (the Hub keeps each config in its own folder);
     - a folder of line-aligned text files in Multi30k's layout (`train.de.gz`, ...) -> `load_parallel_text`,
-      when `languages` are given;
+      when `languages` are given (checked before data files, so other files beside the text do not matter);
     - anything else is a Hub dataset: `datasets.load_dataset(name_or_path, config_name)`, e.g.
       `load_translation_dataset("wmt/wmt14", "de-en")`. That needs a network connection.
 
@@ -234,15 +234,28 @@ def _load_local_folder(
         return loaded
     if config_name is not None and (path / config_name).is_dir():
         path = path / config_name
+    # Raw text first: a folder of text files may also hold other files (notes as .json, image lists as
+    # .csv) that would otherwise send it to `datasets.load_dataset`, which cannot read the text files.
+    if languages is not None and _has_parallel_text(path, languages):
+        src_lang, tgt_lang = languages
+        return load_parallel_text(path, src_lang, tgt_lang)
     if any(file.suffix in _DATA_FILE_SUFFIXES for file in path.rglob("*") if file.is_file()):
         return datasets.load_dataset(str(path), **load_kwargs)
-    if languages is not None:
+    if languages is not None:  # no training pair either: its error lists the file prefixes found
         src_lang, tgt_lang = languages
         return load_parallel_text(path, src_lang, tgt_lang)
     raise ValueError(
         f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor data files "
         f"({', '.join(_DATA_FILE_SUFFIXES)}). For line-aligned text files pass `languages` or use "
         "`load_parallel_text`."
+    )
+
+
+def _has_parallel_text(path: Path, languages: Sequence[str]) -> bool:
+    """Whether `path` holds the training pair of line-aligned text files, `train.{lang}[.gz]` per language."""
+    prefix = MULTI30K_SPLIT_FILES["train"]
+    return all(
+        (path / f"{prefix}.{lang}").is_file() or (path / f"{prefix}.{lang}.gz").is_file() for lang in languages
     )
 
 

@@ -254,9 +254,7 @@ def _load_local_folder(
 def _has_parallel_text(path: Path, languages: Sequence[str]) -> bool:
     """Whether `path` holds the training pair of line-aligned text files, `train.{lang}[.gz]` per language."""
     prefix = MULTI30K_SPLIT_FILES["train"]
-    return all(
-        (path / f"{prefix}.{lang}").is_file() or (path / f"{prefix}.{lang}.gz").is_file() for lang in languages
-    )
+    return all(any((path / f"{prefix}.{lang}{gz}").is_file() for gz in ("", ".gz")) for lang in languages)
 
 
 def _is_text_column(dataset: Dataset, column: str) -> bool:

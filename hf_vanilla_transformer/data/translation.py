@@ -80,11 +80,18 @@ def _quote_line_numbers(numbers: list[int]) -> str:
     return quoted + (", ..." if len(numbers) > _MAX_LINES_QUOTED else "")
 
 
-def _find_file(data_dir: Path, prefix: str, lang: str) -> Path:
-    """The file `{prefix}.{lang}` or `{prefix}.{lang}.gz` in `data_dir`, or an error listing what exists."""
+def _text_file(data_dir: Path, prefix: str, lang: str) -> Path | None:
+    """The file `{prefix}.{lang}` or `{prefix}.{lang}.gz` in `data_dir`, if there is one."""
     for name in (f"{prefix}.{lang}", f"{prefix}.{lang}.gz"):
         if (data_dir / name).is_file():
             return data_dir / name
+    return None
+
+
+def _find_file(data_dir: Path, prefix: str, lang: str) -> Path:
+    """The file `{prefix}.{lang}` or `{prefix}.{lang}.gz` in `data_dir`, or an error listing what exists."""
+    if (found := _text_file(data_dir, prefix, lang)) is not None:
+        return found
     # Name what *is* there, so that a typo in a language code or a split prefix is obvious.
     pattern = re.compile(r"^(?P<prefix>.+?)\.(?P<lang>[A-Za-z_-]+)(?:\.gz)?$")
     languages_by_prefix = defaultdict(set)
@@ -253,8 +260,7 @@ def _load_local_folder(
 
 def _has_parallel_text(path: Path, languages: Sequence[str]) -> bool:
     """Whether `path` holds the training pair of line-aligned text files, `train.{lang}[.gz]` per language."""
-    prefix = MULTI30K_SPLIT_FILES["train"]
-    return all(any((path / f"{prefix}.{lang}{gz}").is_file() for gz in ("", ".gz")) for lang in languages)
+    return all(_text_file(path, MULTI30K_SPLIT_FILES["train"], lang) is not None for lang in languages)
 
 
 def _is_text_column(dataset: Dataset, column: str) -> bool:

@@ -30,7 +30,7 @@ VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelFor
 
 register_pipeline()
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "PIPELINE_TASK",

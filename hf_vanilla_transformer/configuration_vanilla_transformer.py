@@ -109,6 +109,9 @@ _ALIAS_NOTES = {
     "num_hidden_layers": "`num_hidden_layers` sets `encoder_layers` only, not `decoder_layers`",
 }
 
+# Set in an instance's `__dict__` once construction has finished: field checks on assignment start then.
+_CHECKING_FIELDS = "_vanilla_transformer_checks_fields"
+
 
 class VanillaTransformerConfig(PreTrainedConfig):
     r"""
@@ -165,7 +168,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
     """
 
     model_type: ClassVar[str] = "vanilla_transformer"
-    keys_to_ignore_at_inference: ClassVar[list[str]] = ["past_key_values"]
+    # The Trainer leaves the decoder cache out of evaluation outputs: `cache` from transformers 5.24 on,
+    # `past_key_values` before.
+    keys_to_ignore_at_inference: ClassVar[list[str]] = ["cache", "past_key_values"]
     attribute_map: ClassVar[dict[str, str]] = {
         "hidden_size": "d_model",
         "num_attention_heads": "encoder_attention_heads",
@@ -227,13 +232,21 @@ class VanillaTransformerConfig(PreTrainedConfig):
             given = "; ".join(_ALIAS_NOTES[alias] for alias in aliases)
             raise ValueError(f"{error} (Given by alias: {given}.)") from None
         super().__post_init__(**kwargs)
+        # From here on a field is checked as it is set. The flag is ours, not the base class's private one, so
+        # that a transformers release renaming that cannot turn the checks off; `to_dict` leaves it out.
+        self.__dict__[_CHECKING_FIELDS] = True
 
     def __setattr__(self, key: str, value: Any) -> None:
         name = self.attribute_map.get(key, key)
         # While the dataclass is being built, fields are set one by one and `__post_init__` checks them all.
-        if name in _FIELD_CHECKS and self.__dict__.get("_post_init_done", False):
+        if name in _FIELD_CHECKS and self.__dict__.get(_CHECKING_FIELDS, False):
             _FIELD_CHECKS[name](name, value)
         super().__setattr__(key, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        output = super().to_dict()
+        output.pop(_CHECKING_FIELDS, None)
+        return output
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):

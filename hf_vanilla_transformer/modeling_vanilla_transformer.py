@@ -4,14 +4,17 @@ Laid out bottom-up like `transformers/models/marian/modeling_marian.py`: helpers
 layers, pre-trained base class, encoder, decoder, bare model, model with a language-modelling head.
 Section numbers (§) refer to the paper.
 
-This file imports only `torch`, `transformers` and its sibling configuration file, so that a saved model
-folder can carry it for `trust_remote_code` loading.
+This file imports only `torch`, `transformers` (and `safetensors`, which transformers requires) and its
+sibling configuration file, so that a saved model folder can carry it for `trust_remote_code` loading. What
+it uses of transformers beyond the public API is listed, with the reasons, in docs/compatibility.md.
 """
 
+import dataclasses
 import math
 from collections.abc import Callable
 
 import torch
+from safetensors import SafetensorError
 from torch import nn
 from transformers import initialization as init
 from transformers.activations import ACT2FN
@@ -28,6 +31,38 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+# transformers 5.24 renamed the decoder cache from `past_key_values` to `cache`: `generate()` passes `cache=`
+# and reads `outputs.cache`, and the output classes have a `cache` field (the old name is a deprecated alias
+# there). The model takes either name and returns its cache under the field the installed release defines, so
+# that one saved folder decodes correctly under releases before and after the rename.
+CACHE_NAMES = ("cache", "past_key_values")
+# Read once at import (the output classes of one release all use one name), so that a compiled decoding step
+# sees a constant.
+CACHE_FIELD = (
+    "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
+)
+
+
+def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    if cache is not None and past_key_values is not None:
+        raise TypeError(
+            "Got both `cache` and `past_key_values`: they are one argument, named `cache` since "
+            "transformers 5.24 and `past_key_values` before. Pass only one of them."
+        )
+    return past_key_values if cache is None else cache
+
+
+def _reject_unused(kwargs: dict, where: str) -> None:
+    """Fail on keyword arguments the model does not read: dropped silently, a renamed argument (as the cache
+    was in transformers 5.24) makes the model compute something else with no error."""
+    if kwargs:
+        raise TypeError(
+            f"{where} got keyword argument(s) it does not use: {', '.join(sorted(kwargs))}. Remove them. "
+            "If transformers itself passes them (a newer release renaming an argument), this model folder's "
+            "code is older than the release: update it with `python scripts/update_model_code.py --model "
+            "<folder>` from hf-vanilla-transformer, or install a supported transformers version."
+        )
 
 
 def shift_tokens_right(
@@ -177,44 +212,40 @@ class VanillaTransformerAttention(nn.Module):
         self,
         hidden_states: torch.Tensor,
         key_value_states: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         attention_mask: torch.Tensor | None = None,
         output_attentions: bool = False,
-        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         is_cross_attention = key_value_states is not None
         input_shape = hidden_states.shape[:-1]  # (B, Tq)
         query_states = self.q_proj(hidden_states).view(*input_shape, -1, self.head_dim).transpose(1, 2)
 
-        cache = None
-        if past_key_values is not None:
-            if isinstance(past_key_values, EncoderDecoderCache):
-                cache = (
-                    past_key_values.cross_attention_cache
-                    if is_cross_attention
-                    else past_key_values.self_attention_cache
-                )
-            else:
-                cache = past_key_values
+        layer_cache = cache
+        if isinstance(cache, EncoderDecoderCache):
+            layer_cache = cache.cross_attention_cache if is_cross_attention else cache.self_attention_cache
 
+        # `is_updated` and `layers[i].keys` are the cache's attributes, not methods: transformers has no
+        # public call that returns a layer's cached keys without appending to them, and its own
+        # encoder-decoder models (Marian, BART) read them the same way. tests/test_modeling.py pins this
+        # (cross-attention projected once).
         cross_is_cached = (
             is_cross_attention
-            and isinstance(past_key_values, EncoderDecoderCache)
-            and past_key_values.is_updated.get(self.layer_idx, False)
+            and isinstance(cache, EncoderDecoderCache)
+            and cache.is_updated.get(self.layer_idx, False)
         )
         if cross_is_cached:
             # The encoder output does not change during generation: reuse its projections.
-            key_states = cache.layers[self.layer_idx].keys
-            value_states = cache.layers[self.layer_idx].values
+            key_states = layer_cache.layers[self.layer_idx].keys
+            value_states = layer_cache.layers[self.layer_idx].values
         else:
             current_states = key_value_states if is_cross_attention else hidden_states
             kv_shape = (*current_states.shape[:-1], -1, self.head_dim)
             key_states = self.k_proj(current_states).view(kv_shape).transpose(1, 2)  # (B, h, Tk, d_k)
             value_states = self.v_proj(current_states).view(kv_shape).transpose(1, 2)
-            if cache is not None:
-                key_states, value_states = cache.update(key_states, value_states, self.layer_idx)
-                if is_cross_attention and isinstance(past_key_values, EncoderDecoderCache):
-                    past_key_values.is_updated[self.layer_idx] = True
+            if layer_cache is not None:
+                key_states, value_states = layer_cache.update(key_states, value_states, self.layer_idx)
+                if is_cross_attention and isinstance(cache, EncoderDecoderCache):
+                    cache.is_updated[self.layer_idx] = True
 
         # Attention weights can only be returned by the eager kernel; use it for calls that ask for them.
         attention_interface: Callable = (
@@ -233,7 +264,6 @@ class VanillaTransformerAttention(nn.Module):
             dropout=self.dropout if self.training else 0.0,
             scaling=self.scaling,
             is_causal=self.is_causal,
-            **kwargs,
         )
         attn_output = self.out_proj(attn_output.reshape(*input_shape, -1))  # (B, Tq, d_model)
         return attn_output, (attn_weights if output_attentions else None)
@@ -281,13 +311,12 @@ class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
         hidden_states: torch.Tensor,
         attention_mask: torch.Tensor | None,
         output_attentions: bool = False,
-        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
         residual = hidden_states  # (B, T, d_model)
         if self.normalize_before:
             hidden_states = self.self_attn_layer_norm(hidden_states)
         hidden_states, attn_weights = self.self_attn(
-            hidden_states, attention_mask=attention_mask, output_attentions=output_attentions, **kwargs
+            hidden_states, attention_mask=attention_mask, output_attentions=output_attentions
         )
         hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = residual + hidden_states
@@ -335,19 +364,17 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         output_attentions: bool = False,
-        **kwargs,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
         residual = hidden_states  # (B, T, d_model)
         if self.normalize_before:
             hidden_states = self.self_attn_layer_norm(hidden_states)
         hidden_states, self_attn_weights = self.self_attn(
             hidden_states,
-            past_key_values=past_key_values,
+            cache=cache,
             attention_mask=attention_mask,
             output_attentions=output_attentions,
-            **kwargs,
         )
         hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
         hidden_states = residual + hidden_states
@@ -363,10 +390,9 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
             hidden_states, cross_attn_weights = self.encoder_attn(
                 hidden_states,
                 key_value_states=encoder_hidden_states,
-                past_key_values=past_key_values,
+                cache=cache,
                 attention_mask=encoder_attention_mask,
                 output_attentions=output_attentions,
-                **kwargs,
             )
             hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
             hidden_states = residual + hidden_states
@@ -393,6 +419,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = False
     _supports_flex_attn = False
+    # Device placement (`device_map`) must not move the cache between layers, under either of its names.
+    _skip_keys_device_placement = list(CACHE_NAMES)
     # Declares, as Marian does, that a decoding step traces to one graph (no data-dependent Python), so that
     # generate(cache_implementation="static") can compile it; tests/test_modeling.py checks it.
     _can_compile_fullgraph = True
@@ -407,15 +435,12 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
         try:
             return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        except Exception as error:
+        except SafetensorError as error:
             # safetensors' own message ("Error while deserializing header") names neither file nor remedy.
-            if type(error).__name__ == "SafetensorError":
-                raise OSError(
-                    f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file "
-                    f"there is truncated or corrupt ({error}). Download or save the model again; nothing was "
-                    "loaded."
-                ) from error
-            raise
+            raise OSError(
+                f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file there "
+                f"is truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
+            ) from error
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -428,6 +453,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=embed_std)
+            # As transformers' own default `_init_weights` does: a weight loaded from a checkpoint carries
+            # `_is_hf_initialized`, and its padding row must stay as loaded.
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 module.weight[module.padding_idx].zero_()
         elif isinstance(module, nn.LayerNorm):
@@ -506,7 +533,6 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        **kwargs,
     ) -> BaseModelOutput:
         output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         hidden_states = self.embed(input_ids, inputs_embeds)
@@ -519,7 +545,7 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
             if output_hidden_states:
                 all_hidden_states += (hidden_states,)
             hidden_states, attn_weights = layer(
-                hidden_states, attention_mask, output_attentions=output_attentions, **kwargs
+                hidden_states, attention_mask, output_attentions=output_attentions
             )
             if output_attentions:
                 all_attentions += (attn_weights,)
@@ -554,29 +580,30 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
         attention_mask: torch.Tensor | None = None,
         encoder_hidden_states: torch.Tensor | None = None,
         encoder_attention_mask: torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        **kwargs,
+        past_key_values: Cache | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
+        """`cache` holds the keys and values of earlier decoding steps (`past_key_values` before transformers
+        5.24; either name is accepted)."""
+        cache = _one_cache(cache, past_key_values)
         output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if self.gradient_checkpointing and self.training and use_cache:
             use_cache = False  # the backward replay would write the cache a second time
-        if use_cache and past_key_values is None:
-            past_key_values = EncoderDecoderCache(
-                DynamicCache(config=self.config), DynamicCache(config=self.config)
-            )
+        if use_cache and cache is None:
+            cache = EncoderDecoderCache(DynamicCache(config=self.config), DynamicCache(config=self.config))
 
-        past_length = past_key_values.get_seq_length() if past_key_values is not None else 0
-        if past_key_values is not None and past_key_values.is_compileable:
+        past_length = cache.get_seq_length() if cache is not None else 0
+        if cache is not None and cache.is_compileable:
             # A fixed-size (static) cache: its length is a tensor, which the position embedding does not read,
             # so check the size it was allocated with (a Python int). A dynamic cache grows, and positions
             # are checked at every step.
-            capacity = past_key_values.get_max_length()
+            capacity = cache.get_max_length()
             if capacity > self.config.max_position_embeddings:
                 raise ValueError(
                     f"The static cache holds {capacity} decoder positions, more than the model allows "
@@ -584,17 +611,14 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
                     f"`max_new_tokens` or `max_length` to at most {self.config.max_position_embeddings}."
                 )
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
-        self_attn_cache = (
-            past_key_values.self_attention_cache
-            if isinstance(past_key_values, EncoderDecoderCache)
-            else past_key_values
-        )
-        # Masks hold the dtype's minimum (eager) or booleans (SDPA); `None` where nothing is masked.
+        self_attn_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
+        # Masks hold the dtype's minimum (eager) or booleans (SDPA); `None` where nothing is masked. The cache
+        # goes by position: the keyword is `past_key_values` before transformers 5.24 and `cache` from it on.
         causal_mask = create_causal_mask(
-            config=self.config,
-            inputs_embeds=hidden_states,
-            attention_mask=attention_mask,
-            past_key_values=self_attn_cache,
+            self.config,
+            hidden_states,
+            attention_mask,
+            self_attn_cache,
             position_ids=(
                 torch.arange(hidden_states.shape[1], device=hidden_states.device) + past_length
             ).unsqueeze(0),
@@ -618,9 +642,8 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
                 causal_mask,
                 encoder_hidden_states,  # positional, so gradient checkpointing sees it
                 encoder_attention_mask=encoder_attention_mask,
-                past_key_values=past_key_values if use_cache else None,
+                cache=cache if use_cache else None,
                 output_attentions=output_attentions,
-                **kwargs,
             )
             if output_attentions:
                 all_self_attns += (self_attn_weights,)
@@ -632,7 +655,7 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
             all_hidden_states += (hidden_states,)
         output = BaseModelOutputWithPastAndCrossAttentions(
             last_hidden_state=hidden_states,
-            past_key_values=past_key_values if use_cache else None,
+            **{CACHE_FIELD: cache if use_cache else None},
             hidden_states=all_hidden_states,
             attentions=all_self_attns,
             cross_attentions=all_cross_attns,
@@ -661,7 +684,9 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
         """transformers ties no weight at all when `config.tie_word_embeddings` is off. Here that flag
         concerns `lm_head` only; `share_encoder_decoder_embeddings` alone decides whether the stacks share
-        their input embeddings."""
+        their input embeddings. transformers has no public switch for a tie that does not follow
+        `tie_word_embeddings` (Marian shares the same limit), so this overrides the method `post_init` reads;
+        tests/test_loading.py pins the ties of every layout through save and reload."""
         if all_submodels or not self.config.share_encoder_decoder_embeddings:
             return super().get_expanded_tied_weights_keys(all_submodels)
         return dict(self._tied_weights_keys)
@@ -675,6 +700,19 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             self.shared = value
             self.decoder.embed_tokens = value
 
+    def resize_token_embeddings(
+        self,
+        new_num_tokens: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        mean_resizing: bool = True,
+    ) -> nn.Embedding:
+        """Resize the source vocabulary (`vocab_size`). With one shared vocabulary (§3.4) the decoder's
+        embeddings are the same matrix, and `decoder_vocab_size` follows."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.config.share_encoder_decoder_embeddings:
+            self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -682,21 +720,27 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         use_cache: bool | None = None,
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         r"""
         decoder_input_ids (`torch.LongTensor` of shape `(batch_size, target_length)`):
             Right-shifted target tokens starting with `config.decoder_start_token_id` (see
-            `shift_tokens_right`). With `past_key_values`, only the tokens not yet in the cache.
+            `shift_tokens_right`). With `cache`, only the tokens not yet in the cache.
         encoder_outputs: the encoder's output, to skip running the encoder again (as `generate()` does).
+        cache: the decoder's `EncoderDecoderCache` from earlier steps; `past_key_values` is its name before
+            transformers 5.24 and is accepted too (not both).
+        Any other keyword argument is an error rather than ignored (see `_reject_unused`).
         """
+        _reject_unused(kwargs, f"{type(self).__name__}.forward()")
+        cache = _one_cache(cache, past_key_values)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -716,16 +760,15 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             attention_mask=decoder_attention_mask,
             encoder_hidden_states=encoder_outputs.last_hidden_state,
             encoder_attention_mask=attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            **kwargs,
         )
         output = Seq2SeqModelOutput(
             last_hidden_state=decoder_outputs.last_hidden_state,
-            past_key_values=decoder_outputs.past_key_values,
+            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -779,6 +822,48 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
         self.lm_head = new_embeddings
 
+    def resize_token_embeddings(
+        self,
+        new_num_tokens: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        mean_resizing: bool = True,
+    ) -> nn.Embedding:
+        """Resize the source vocabulary (`vocab_size`), as users do after adding tokens to the tokenizer.
+
+        With one shared vocabulary (§3.4) that is every embedding and the output layer (its bias included),
+        and `decoder_vocab_size` follows. With separate vocabularies it is the encoder's embeddings only; the
+        target side is resized by [`resize_decoder_token_embeddings`], as in `MarianMTModel`.
+        """
+        if not self.config.share_encoder_decoder_embeddings:
+            return self.model.resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
+
+    def resize_decoder_token_embeddings(
+        self, new_num_tokens: int, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Resize the target vocabulary of a model with separate vocabularies: the decoder's embeddings, the
+        output layer and `decoder_vocab_size`."""
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "This model has one vocabulary for source and target "
+                "(`share_encoder_decoder_embeddings=True`): resize it with `resize_token_embeddings`."
+            )
+        decoder = self.model.decoder
+        # transformers has no public call that resizes an embedding other than the input one. These helpers
+        # are the ones its `resize_token_embeddings` and MarianMTModel's `resize_decoder_token_embeddings`
+        # use; tests/test_resize.py pins what they do here (rows kept, new rows added, tying, save and
+        # reload).
+        decoder.embed_tokens = self._get_resized_embeddings(
+            decoder.embed_tokens, new_num_tokens, pad_to_multiple_of, mean_resizing
+        )
+        new_num_tokens = decoder.embed_tokens.weight.shape[0]
+        self.lm_head = self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing)
+        self.config.decoder_vocab_size = new_num_tokens
+        self.tie_weights()
+        return decoder.embed_tokens
+
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -786,7 +871,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         decoder_input_ids: torch.LongTensor | None = None,
         decoder_attention_mask: torch.Tensor | None = None,
         encoder_outputs: tuple[torch.Tensor] | BaseModelOutput | None = None,
-        past_key_values: Cache | None = None,
+        cache: Cache | None = None,
         inputs_embeds: torch.Tensor | None = None,
         decoder_inputs_embeds: torch.Tensor | None = None,
         labels: torch.LongTensor | None = None,
@@ -796,6 +881,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return_dict: bool | None = None,
         logits_to_keep: int = 0,
         num_items_in_batch: int | torch.Tensor | None = None,
+        past_key_values: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         r"""
@@ -805,7 +891,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         logits_to_keep: if > 0, compute logits for the last `logits_to_keep` positions only.
         num_items_in_batch: number of non-ignored label tokens over all accumulated micro-batches
             (passed by the Trainer); the loss is then a sum divided by it.
+        cache / past_key_values: the decoder cache, as in [`VanillaTransformerModel.forward`] (one name only).
+        Any other keyword argument is an error rather than ignored.
         """
+        _reject_unused(kwargs, f"{type(self).__name__}.forward()")
+        cache = _one_cache(cache, past_key_values)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -817,13 +907,12 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             decoder_input_ids=decoder_input_ids,
             encoder_outputs=encoder_outputs,
             decoder_attention_mask=decoder_attention_mask,
-            past_key_values=past_key_values,
+            cache=cache,
             inputs_embeds=inputs_embeds,
             decoder_inputs_embeds=decoder_inputs_embeds,
             use_cache=use_cache,
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
-            **kwargs,
         )
         hidden_states = outputs.last_hidden_state
         if logits_to_keep:
@@ -837,7 +926,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         output = Seq2SeqLMOutput(
             loss=loss,
             logits=logits,
-            past_key_values=outputs.past_key_values,
+            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -870,7 +959,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             loss = loss / num_items_in_batch
         return loss
 
-    def _reorder_cache(self, past_key_values: Cache, beam_idx: torch.LongTensor) -> Cache:
+    def _reorder_cache(self, cache: Cache, beam_idx: torch.LongTensor) -> Cache:
         """Beam search hook: reorder the self-attention cache only.
 
         generate() expands the encoder output once per beam, so the cross-attention keys/values of the beams
@@ -878,11 +967,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         Reordering them (what the default does every step) would copy each layer's cross-attention cache
         onto itself; skipping it saves that copy on every step of beam search.
         """
-        if isinstance(past_key_values, EncoderDecoderCache):
-            past_key_values.self_attention_cache.reorder_cache(beam_idx)
+        if isinstance(cache, EncoderDecoderCache):
+            cache.self_attention_cache.reorder_cache(beam_idx)
         else:
-            past_key_values.reorder_cache(beam_idx)
-        return past_key_values
+            cache.reorder_cache(beam_idx)
+        return cache
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)

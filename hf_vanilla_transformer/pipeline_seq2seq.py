@@ -23,11 +23,14 @@ class Seq2SeqGenerationPipeline(Pipeline):
     letting the model reject inputs longer than it allows.
     """
 
+    # What `pipeline(model=folder)` loads beside the model: a tokenizer and nothing else. transformers reads
+    # these class flags to decide; it documents no public way to say it, and without them it would guess from
+    # a model type it does not know. tests/test_loading.py pins it (a folder's pipeline in a process without
+    # the package).
     _load_tokenizer = True
     _load_processor = False
     _load_image_processor = False
     _load_feature_extractor = False
-    _pipeline_calls_generate = True
 
     def _sanitize_parameters(self, truncation=None, skip_special_tokens=None, **generate_kwargs):
         preprocess_params = {} if truncation is None else {"truncation": truncation}
@@ -42,7 +45,8 @@ class Seq2SeqGenerationPipeline(Pipeline):
         return self.tokenizer(text, return_tensors="pt", truncation=truncation, return_token_type_ids=False)
 
     def _forward(self, model_inputs, **generate_kwargs):
-        generate_kwargs = self._prepare_generate_kwargs(generate_kwargs)
+        # The arguments given at construction and per call, merged by `_sanitize_parameters` as for any custom
+        # pipeline; `generate()` adds the model's saved generation config.
         output_ids = self.model.generate(**model_inputs, **generate_kwargs)
         # (batch * num_return_sequences, T) -> (batch, num_return_sequences, T)
         in_batch = model_inputs["input_ids"].shape[0]

@@ -53,6 +53,10 @@ WORDS = "ein hund läuft im park a dog runs in the park zwei katzen schlafen two
 
 @pytest.fixture(scope="session")
 def word_tokenizer():
+    return make_word_tokenizer()
+
+
+def make_word_tokenizer():
     """A word-level tokenizer with the package's special-token ids (<pad> 0, <s> 1, </s> 2, <unk> 3),
     built in memory so that model tests do not depend on tokenizer training."""
     from tokenizers import Tokenizer, models, pre_tokenizers, processors

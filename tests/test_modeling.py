@@ -11,7 +11,7 @@ from hf_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     shift_tokens_right,
 )
-from hf_vanilla_transformer.modeling_vanilla_transformer import sinusoidal_position_table
+from hf_vanilla_transformer.modeling_vanilla_transformer import CACHE_FIELD, sinusoidal_position_table
 
 from .conftest import TINY_VOCAB, tiny_config
 
@@ -79,7 +79,7 @@ def test_cache_grows_one_position_per_step_and_cross_attention_is_computed_once(
     )
     hook.remove()
     assert calls["k_proj"] == 1, "cross-attention keys must be projected once per generate() call"
-    cache = out.past_key_values
+    cache = getattr(out, CACHE_FIELD)
     assert cache.self_attention_cache.get_seq_length() == 6  # start token + 5 generated tokens fed back
     assert cache.cross_attention_cache.get_seq_length() == padded_batch["input_ids"].shape[1]
 
@@ -141,19 +141,20 @@ def test_decoder_alone_runs_as_causal_lm_and_cached_steps_match_full_forward(nor
         assert full.last_hidden_state.shape == (2, 7, 32)
         assert len(full.attentions) == 2 and full.cross_attentions is None
         assert torch.triu(full.attentions[0][0, 0], diagonal=1).abs().max() == 0  # causal
-        assert isinstance(full.past_key_values, EncoderDecoderCache)
-        assert full.past_key_values.self_attention_cache.get_seq_length() == 7
-        assert full.past_key_values.cross_attention_cache.get_seq_length() == 0
+        full_cache = getattr(full, CACHE_FIELD)
+        assert isinstance(full_cache, EncoderDecoderCache)
+        assert full_cache.self_attention_cache.get_seq_length() == 7
+        assert full_cache.cross_attention_cache.get_seq_length() == 0
 
         # Prefix of 3 in one call, then one token at a time through the cache.
         step_logits, step = _decoder_only_logits(model, input_ids[:, :3], use_cache=True)
-        steps, cache = [step_logits], step.past_key_values
+        steps, cache = [step_logits], getattr(step, CACHE_FIELD)
         for position in range(3, 7):
             step_logits, step = _decoder_only_logits(
-                model, input_ids[:, position : position + 1], past_key_values=cache, use_cache=True
+                model, input_ids[:, position : position + 1], cache=cache, use_cache=True
             )
             steps.append(step_logits)
-            cache = step.past_key_values
+            cache = getattr(step, CACHE_FIELD)
     for hook in hooks:
         hook.remove()
     assert not cross_calls, "the decoder alone must skip encoder-decoder attention"

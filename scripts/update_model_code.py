@@ -1,0 +1,40 @@
+r"""Bring the code of a saved model folder or Hub repository up to date: its modeling, configuration and
+pipeline files are replaced with the installed package's; weights, config, tokenizer and generation config are
+left as they are.
+
+A saved folder carries its code, so that `trust_remote_code=True` loads it without this package; a fix to that
+code reaches only folders saved after it. Folders saved before 0.2 (when transformers 5.24 renamed the decoder
+cache) decode wrongly under transformers >= 5.24 until updated.
+
+    python scripts/update_model_code.py --model outputs/multi30k-de-en/averaged
+    python scripts/update_model_code.py --model you/vanilla-transformer-multi30k-de-en   # a Hub repository
+"""
+
+import argparse
+
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
+from hf_vanilla_transformer.saving import is_local_path, update_hub_model_code, update_model_code
+
+
+def main() -> None:
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--model", required=True, help="A saved model folder, or a Hub repository id.")
+    parser.add_argument(
+        "--dry_run", action="store_true", help="List the files that would change; change none."
+    )
+    parser.add_argument("--token", default=None, help="Hub token (default: `hf auth login` or HF_TOKEN).")
+    args = parser.parse_args()
+    if is_local_path(args.model):
+        changed = update_model_code(args.model, dry_run=args.dry_run)
+    else:
+        changed = update_hub_model_code(args.model, token=args.token, dry_run=args.dry_run)
+    verb = "Would replace" if args.dry_run else "Replaced"
+    print(
+        f"{verb} in {args.model}: {', '.join(changed)}"
+        if changed
+        else f"{args.model}: the code is up to date."
+    )
+
+
+if __name__ == "__main__":
+    run_script(main)

@@ -8,73 +8,67 @@ from pathlib import Path
 
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from .saving import save_model_folder
+from .saving import check_model_location, save_model_folder
 
-
-def is_local_path(name_or_path: str | Path) -> bool:
-    """Whether a name can only mean a local path, not a Hub repository id (`name` or `owner/name`): it
-    exists as a file, starts with `.`, `/` or `~`, or has more than one `/`."""
-    name = str(name_or_path)
-    return Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
-
-
-def check_model_location(name_or_path: str | Path) -> None:
-    """Raise `FileNotFoundError` for a model location that is neither a saved model folder nor a possible Hub
-    id, before transformers answers with an error about repository names."""
-    path = Path(name_or_path)
-    if path.is_dir():
-        if not (path / "config.json").is_file():
-            raise FileNotFoundError(
-                f"{path} is a folder without config.json, so not a saved model. Pass a folder written by "
-                "`save_pretrained` or `scripts/train.py` (e.g. outputs/run/final) or a Hub model id."
-            )
-        return
-    if is_local_path(name_or_path):
-        raise FileNotFoundError(
-            f"No model folder at {name_or_path}. Pass a folder written by `save_pretrained` or "
-            "`scripts/train.py` (e.g. outputs/run/final) or a Hub model id such as 'user/model'."
-        )
-
-
-# The shipped cards' usage snippets name the repository as "<owner>/<name>": the owner is whoever publishes.
+# A card's usage code names its repository "<owner>/<name>" until it is pushed: the owner is whoever
+# publishes.
 CARD_REPO_PLACEHOLDER = re.compile(r"<owner>/[\w.-]+")
 
 
-def build_hub_folder(
-    model_dir: str | Path, card: str | Path | None, output_dir: str | Path, repo_id: str | None = None
-) -> Path:
-    """Write everything a Hub repository needs into `output_dir`: safetensors weights, config with `auto_map`,
-    the modeling/configuration/pipeline code (so `trust_remote_code=True` works for Hub users), tokenizer,
-    generation config, and the model card as README.md, with `repo_id` (when given) in place of the card's
-    `<owner>/<name>` placeholders so that its usage snippets run as written."""
+def build_hub_folder(model_dir: str | Path, output_dir: str | Path, card: str | Path | None = None) -> Path:
+    """Assemble a Hub repository's files in `output_dir`: safetensors weights, config with `auto_map`, the
+    modeling/configuration/pipeline code (so `trust_remote_code=True` works for Hub users), tokenizer and
+    generation config, all saved anew from `model_dir`; the evaluation reports of `model_dir`
+    (`eval-*.json`, which the card quotes); and the model card as README.md, from `card` or else the README.md
+    already in `output_dir` (how `model_cards/<name>/` is refreshed). Other files in `output_dir` stay."""
     model_dir, output_dir = Path(model_dir), Path(output_dir)
+    check_model_location(model_dir)
+    card = Path(card) if card is not None else output_dir / "README.md"
+    if not card.is_file():
+        raise FileNotFoundError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
+    from huggingface_hub import ModelCard
+
+    ModelCard.load(card)  # refuses a card whose YAML metadata does not parse
+    card_text = card.read_text(encoding="utf-8")
     model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    if output_dir.exists():
-        shutil.rmtree(output_dir)
     save_model_folder(model, tokenizer, output_dir)
-    if card is not None:
-        card = Path(card)
-        if not card.is_file():
-            raise FileNotFoundError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
-        from huggingface_hub import ModelCard
-
-        ModelCard.load(card)  # refuses a card whose YAML metadata does not parse
-        text = card.read_text(encoding="utf-8")
-        if repo_id is not None:
-            text = CARD_REPO_PLACEHOLDER.sub(repo_id, text)
-        (output_dir / "README.md").write_text(text, encoding="utf-8")
+    for report in sorted(model_dir.glob("eval-*.json")):
+        shutil.copyfile(report, output_dir / report.name)
+    (output_dir / "README.md").write_text(card_text, encoding="utf-8")
     return output_dir
 
 
-def push_folder(folder: str | Path, repo_id: str, private: bool = False, token: str | None = None) -> str:
-    """Create the repository (if needed) and upload the folder; the token comes from `hf auth login` or
-    `HF_TOKEN` unless given. Returns the repository URL."""
-    from huggingface_hub import HfApi
+def upload_plan(folder: str | Path) -> list[tuple[str, int]]:
+    """The files a push of `folder` uploads, with their sizes in bytes: all of them, as they are (hidden files
+    and folders, such as a `.cache`, excepted)."""
+    folder = Path(folder)
+    if not (folder / "config.json").is_file() or not (folder / "README.md").is_file():
+        raise FileNotFoundError(
+            f"{folder} is not a Hub-ready model folder (it needs config.json and README.md); assemble one "
+            "with `scripts/push_to_hub.py --model <trained model folder> --folder <folder> --dry_run`."
+        )
+    return [
+        (path.relative_to(folder).as_posix(), path.stat().st_size)
+        for path in sorted(folder.rglob("*"))
+        if path.is_file() and not any(part.startswith(".") for part in path.relative_to(folder).parts)
+    ]
 
+
+def push_folder(folder: str | Path, repo_id: str, private: bool = False, token: str | None = None) -> str:
+    """Create the repository (if needed) and upload the folder in one commit, every file as it is except the
+    card's `<owner>/<name>` placeholders, which become `repo_id` so that its usage code runs as written. The
+    token comes from `hf auth login` or `HF_TOKEN` unless given. Returns the repository URL."""
+    from huggingface_hub import CommitOperationAdd, HfApi
+
+    folder = Path(folder)
+    operations = []
+    for name, _ in upload_plan(folder):
+        content: str | bytes = str(folder / name)
+        if name == "README.md":
+            content = CARD_REPO_PLACEHOLDER.sub(repo_id, (folder / name).read_text(encoding="utf-8")).encode()
+        operations.append(CommitOperationAdd(path_in_repo=name, path_or_fileobj=content))
     api = HfApi(token=token)
     url = api.create_repo(repo_id, private=private, exist_ok=True)
-    api.upload_folder(
-        folder_path=str(folder), repo_id=repo_id, commit_message="Upload hf-vanilla-transformer model"
-    )
+    api.create_commit(repo_id, operations=operations, commit_message="Upload hf-vanilla-transformer model")
     return str(url)

@@ -1,10 +1,81 @@
-"""Write a self-contained model folder: what `from_pretrained`, `pipeline()` and Hub users need."""
+"""Model folders on disk: find and load one (`load_model_folder`, with errors that name a missing folder
+instead of a Hub error about repository names), write a self-contained one (what `from_pretrained`,
+`pipeline()` and Hub users need), and bring the code files of an existing folder or Hub repository up to
+date."""
 
+import filecmp
+import json
+import shutil
 from pathlib import Path
 
-from transformers import PreTrainedModel, PreTrainedTokenizerBase, pipeline
+from transformers import (
+    AutoModelForSeq2SeqLM,
+    AutoTokenizer,
+    PreTrainedModel,
+    PreTrainedTokenizerBase,
+    pipeline,
+)
 
+from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq
+from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .pipeline_seq2seq import TASK_NAME
+
+# The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
+CODE_FILES = {
+    Path(module.__file__).name: Path(module.__file__)
+    for module in (configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq)
+}
+
+
+def is_local_path(name_or_path: str | Path) -> bool:
+    """Whether a name can only mean a local path, not a Hub repository id (`name` or `owner/name`): it
+    exists as a file, starts with `.`, `/` or `~`, or has more than one `/`."""
+    name = str(name_or_path)
+    return Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+
+
+def check_folder_location(name_or_path: str | Path, what: str, needs: str, made_by: str) -> None:
+    """Raise `FileNotFoundError` for a location that is neither a folder holding `needs` nor a possible Hub
+    id, before transformers answers with an error about repository names. `what` names the folder ("model
+    folder"), `made_by` says what writes one."""
+    path = Path(name_or_path)
+    if path.is_dir():
+        if not (path / needs).is_file():
+            raise FileNotFoundError(f"{path} is a folder without {needs}, so not a saved {what}. {made_by}")
+        return
+    if is_local_path(name_or_path):
+        raise FileNotFoundError(f"No {what} at {name_or_path}. {made_by}")
+
+
+MODEL_MADE_BY = (
+    "Pass a folder written by `save_pretrained` or `scripts/train.py` (its `final/` or `averaged/`), one of "
+    "the trained models in model_cards/, or a Hub model id such as 'user/model'."
+)
+TOKENIZER_MADE_BY = (
+    "Train one with `scripts/train_tokenizer.py` (the recipes, e.g. `bash scripts/recipes/series.sh`, do it "
+    "before training), or pass a model folder or a Hub id, which hold one."
+)
+
+
+def check_model_location(name_or_path: str | Path) -> None:
+    """`check_folder_location` for a saved model (a folder with config.json, or a Hub id)."""
+    check_folder_location(name_or_path, "model folder", "config.json", MODEL_MADE_BY)
+
+
+def check_tokenizer_location(name_or_path: str | Path) -> None:
+    """`check_folder_location` for a saved tokenizer (a folder with tokenizer_config.json, or a Hub id)."""
+    check_folder_location(name_or_path, "tokenizer folder", "tokenizer_config.json", TOKENIZER_MADE_BY)
+
+
+def load_model_folder(
+    name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **model_kwargs
+) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
+    """The model (with its saved generation config) and tokenizer of a saved folder or Hub id, in eval mode;
+    a missing folder is named as such. `model_kwargs` go to `from_pretrained` (e.g. `trust_remote_code`)."""
+    check_model_location(name_or_path)
+    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    model = model_class.from_pretrained(name_or_path, **model_kwargs).eval()
+    return model, tokenizer
 
 
 def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:
@@ -20,3 +91,66 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     pipe = pipeline(TASK_NAME, model=model, tokenizer=tokenizer, device=model.device)
     pipe.save_pretrained(folder)
     return folder
+
+
+def check_model_config(config: dict, where: str) -> None:
+    """Refuse a config.json that is not this package's model, before any of its files is replaced."""
+    if config.get("model_type") != VanillaTransformerConfig.model_type:
+        raise ValueError(
+            f"{where} holds a {config.get('model_type')!r} model, not a "
+            f"{VanillaTransformerConfig.model_type!r} model saved by hf-vanilla-transformer: its code files "
+            "are not this package's to replace."
+        )
+
+
+def outdated_code_files(folder: str | Path) -> list[str]:
+    """The code files of a saved folder that differ from (or are missing beside) this package's."""
+    folder = Path(folder)
+    return [
+        name
+        for name, source in CODE_FILES.items()
+        if not (folder / name).is_file() or not filecmp.cmp(source, folder / name, shallow=False)
+    ]
+
+
+def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
+    """Replace the code files of a saved model folder with the installed package's, so that a folder saved by
+    an earlier version loads and decodes correctly under the transformers releases this version supports.
+
+    Weights, configuration, tokenizer and generation config are left as they are. Returns the names of the
+    files replaced (or that would be, with `dry_run`); an up-to-date folder returns `[]`.
+    """
+    folder = Path(folder)
+    config_file = folder / "config.json"
+    if not folder.is_dir():
+        raise FileNotFoundError(f"No model folder at {folder}. Pass a folder written by `save_pretrained`.")
+    if not config_file.is_file():
+        raise FileNotFoundError(f"{folder} has no config.json, so it is not a saved model folder.")
+    check_model_config(json.loads(config_file.read_text(encoding="utf-8")), str(folder))
+    outdated = outdated_code_files(folder)
+    if not dry_run:
+        for name in outdated:
+            shutil.copyfile(CODE_FILES[name], folder / name)
+    return outdated
+
+
+def update_hub_model_code(repo_id: str, token: str | None = None, dry_run: bool = False) -> list[str]:
+    """`update_model_code` for a Hub repository: one commit that replaces its code files with the installed
+    package's (nothing else is uploaded). Returns the names of the files the commit replaces."""
+    import tempfile
+
+    from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
+
+    with tempfile.TemporaryDirectory() as download:
+        snapshot_download(
+            repo_id, local_dir=download, allow_patterns=["config.json", *CODE_FILES], token=token
+        )
+        check_model_config(json.loads((Path(download) / "config.json").read_text(encoding="utf-8")), repo_id)
+        outdated = outdated_code_files(download)
+    if outdated and not dry_run:
+        HfApi(token=token).create_commit(
+            repo_id,
+            operations=[CommitOperationAdd(name, str(CODE_FILES[name])) for name in outdated],
+            commit_message="Update the model code to the current hf-vanilla-transformer",
+        )
+    return outdated

@@ -2,19 +2,22 @@ r"""A demo page for saved models of this package: text in, generated text out, w
 user touches, the cross-attention of a chosen decoder layer and head as a heat map, and, for series models,
 the CAS's expansion beside the model's with a verdict. Needs `pip install -e ".[demo]"` (Gradio).
 
+    python scripts/demo.py                                   # the trained models shipped in model_cards/
     python scripts/demo.py --model outputs/multi30k-de-en/averaged --model series=outputs/series-50k/averaged
     python scripts/demo.py --model outputs/opus-mt-de-en --port 7860      # a converted Marian model
 
 Each `--model` is a saved folder or a Hub id, with `series=` in front for a series-expansion model (its page
 adds the CAS and the verdict); it gets a tab of its own. As a Hugging Face Space: set `app_file:
 scripts/demo.py` in the Space's README and the models in the `DEMO_MODELS` variable (comma-separated, same
-syntax); the page then listens where the Space expects it. See docs/demo.md.
+syntax); the page then listens where the Space expects it. Without either, it serves the trained models
+shipped in this repository's model_cards/ folders. See docs/demo.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import atexit
+import json
 import os
 import tempfile
 import threading
@@ -23,16 +26,18 @@ from pathlib import Path
 
 import torch
 from PIL import Image
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 import hf_vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from hf_vanilla_transformer.hub import check_model_location
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
+from hf_vanilla_transformer.saving import load_model_folder
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.grammar import FUNCTIONS, SYMBOL_NAMES, SeriesParseError, check_expression
 from hf_vanilla_transformer.series.workers import generate_examples
 from hf_vanilla_transformer.visualization import cross_attention, plot_cross_attention
 
 TASKS = ("translation", "series")
+# The trained models shipped with the repository: each card folder that holds weights.
+SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "model_cards"
 DECODINGS = ("greedy", "beam search", "sampling")
 MEAN_OVER_HEADS = "mean over heads"
 # Seconds the CAS may spend on one expansion, and sympy on comparing the model's series with it.
@@ -86,10 +91,7 @@ class DemoModel:
 
     @classmethod
     def load(cls, spec: ModelSpec) -> DemoModel:
-        location = spec.location
-        check_model_location(location)  # a missing folder is named, not sent to the Hub as an id
-        tokenizer = AutoTokenizer.from_pretrained(location)
-        model = AutoModelForSeq2SeqLM.from_pretrained(location).eval()
+        model, tokenizer = load_model_folder(spec.location)  # a missing folder is named, not sent to the Hub
         return cls(spec, model, tokenizer)
 
     @property
@@ -313,13 +315,24 @@ def build_demo(models: list[DemoModel]):
     return demo
 
 
+def shipped_model_specs(root: Path = SHIPPED_MODELS) -> list[ModelSpec]:
+    """One spec per shipped model folder, its task read from the evaluation report the folder carries."""
+    specs = []
+    for weights in sorted(root.glob("*/model.safetensors")):
+        reports = sorted(weights.parent.glob("eval-*.json"))
+        task = (
+            json.loads(reports[0].read_text(encoding="utf-8"))["data"]["task"] if reports else "translation"
+        )
+        specs.append(ModelSpec(str(weights.parent), task))
+    return specs
+
+
 def parse_args(argv=None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--model", action="append", type=ModelSpec.parse, default=None,
-        help="[series=]<saved folder or Hub id>; repeat for several models (one tab each).",
+        help="[series=]<saved folder or Hub id>; repeat for several models (one tab each). Default: "
+        "the trained models shipped in model_cards/.",
     )  # fmt: skip
     parser.add_argument(
         "--host", default=None, help="Interface to listen on (default 127.0.0.1; 0.0.0.0 for all)."
@@ -333,20 +346,20 @@ def parse_args(argv=None) -> argparse.Namespace:
             ModelSpec.parse(item.strip()) for item in os.environ["DEMO_MODELS"].split(",") if item.strip()
         ]
     if not args.model:
+        args.model = shipped_model_specs()
+    if not args.model:
         parser.error(
-            "Pass at least one --model (or set DEMO_MODELS), e.g. --model series=outputs/series-50k/averaged."
+            "No model shipped in model_cards/ here: pass at least one --model (or set DEMO_MODELS), e.g. "
+            "--model series=outputs/series-50k/averaged."
         )
     return args
 
 
 def main(argv=None) -> None:
     args = parse_args(argv)
-    try:
-        models = [DemoModel.load(spec) for spec in args.model]
-    except (FileNotFoundError, OSError) as error:
-        raise SystemExit(f"error: {error}") from None
+    models = [DemoModel.load(spec) for spec in args.model]
     build_demo(models).launch(server_name=args.host, server_port=args.port)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -150,6 +150,10 @@ def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
     with pytest.raises(SystemExit):
         demo.parse_args(["--model", "summary=out/s"])
     monkeypatch.delenv("DEMO_MODELS", raising=False)
+    shipped = demo.parse_args([]).model  # no --model: the models shipped in model_cards/
+    assert shipped == demo.shipped_model_specs() and shipped
+    assert all((Path(spec.location) / "model.safetensors").is_file() for spec in shipped)
+    monkeypatch.setattr(demo.shipped_model_specs, "__defaults__", (tmp_path,))
     with pytest.raises(SystemExit):
         demo.parse_args([])
     monkeypatch.setenv("DEMO_MODELS", "a/b, series=c/d")

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from hf_vanilla_transformer.hub import build_hub_folder
+from hf_vanilla_transformer.hub import build_hub_folder, push_folder, upload_plan
 from hf_vanilla_transformer.saving import save_model_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -50,9 +50,10 @@ def model_dir(tmp_path, tiny_model, word_tokenizer):
     return save_model_folder(tiny_model, word_tokenizer, tmp_path / "model")
 
 
-def test_push_to_hub_dry_run_folder_loads_in_fresh_process(tmp_path, model_dir):
+def test_push_to_hub_dry_run_assembles_a_folder_that_loads_and_lists_every_file(tmp_path, model_dir):
     card = tmp_path / "README.md"
     card.write_text(CARD)
+    (model_dir / "eval-test-greedy.json").write_text('{"metrics": {"bleu": 1.0}}')
     folder = tmp_path / "hub"
     result = subprocess.run(
         [
@@ -63,8 +64,6 @@ def test_push_to_hub_dry_run_folder_loads_in_fresh_process(tmp_path, model_dir):
             "--card",
             str(card),
             "--dry_run",
-            "--repo_id",
-            "someone/vanilla-transformer-test",
             "--folder",
             str(folder),
         ],
@@ -81,14 +80,14 @@ def test_push_to_hub_dry_run_folder_loads_in_fresh_process(tmp_path, model_dir):
         "generation_config.json",
         "tokenizer.json",
         "README.md",
+        "eval-test-greedy.json",
         "modeling_vanilla_transformer.py",
         "configuration_vanilla_transformer.py",
         "pipeline_seq2seq.py",
     } <= names
-    published = ModelCard.load(folder / "README.md")
-    assert published.data.pipeline_tag == "translation"
-    assert 'from_pretrained("someone/vanilla-transformer-test"' in published.text
-    assert "<owner>" not in published.text
+    for name in names:  # the dry run lists every file it would upload
+        assert f"  {name}  (" in result.stdout
+    assert (folder / "README.md").read_text() == CARD  # the folder holds the card as written
     loaded = subprocess.run(
         [sys.executable, "-c", LOAD_AND_GENERATE, str(folder)],
         capture_output=True,
@@ -102,13 +101,59 @@ def test_push_to_hub_dry_run_folder_loads_in_fresh_process(tmp_path, model_dir):
     assert isinstance(output["text"], str) and output["beams"] == 4
 
 
+def test_push_uploads_the_folder_as_it_is_with_the_repository_in_the_card(tmp_path, model_dir, monkeypatch):
+    """The Hub is unreachable here: a stand-in records the commit."""
+    import huggingface_hub
+
+    build_hub_folder(model_dir, tmp_path / "hub", card=_write_card(tmp_path))
+    commits = []
+
+    class FakeApi:
+        def __init__(self, token=None):
+            pass
+
+        def create_repo(self, repo_id, private, exist_ok):
+            return f"https://huggingface.co/{repo_id}"
+
+        def create_commit(self, repo_id, operations, commit_message):
+            commits.append({op.path_in_repo: op.path_or_fileobj for op in operations})
+
+    monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
+    push_folder(tmp_path / "hub", "someone/vanilla-transformer-test")
+    (uploaded,) = commits
+    assert sorted(uploaded) == [name for name, _ in upload_plan(tmp_path / "hub")]
+    card = uploaded["README.md"].decode()
+    assert 'from_pretrained("someone/vanilla-transformer-test"' in card and "<owner>" not in card
+    assert ModelCard(card).data.pipeline_tag == "translation"
+    assert uploaded["model.safetensors"] == str(tmp_path / "hub" / "model.safetensors")  # as it is
+
+
+def _write_card(tmp_path):
+    card = tmp_path / "card.md"
+    card.write_text(CARD)
+    return card
+
+
+def test_refreshing_a_card_folder_keeps_its_card(tmp_path, model_dir):
+    folder = tmp_path / "model_cards" / "x"
+    folder.mkdir(parents=True)
+    (folder / "README.md").write_text(CARD)
+    build_hub_folder(model_dir, folder)
+    assert (folder / "README.md").read_text() == CARD and (folder / "model.safetensors").is_file()
+
+
 def test_card_with_broken_metadata_is_refused(tmp_path, model_dir):
     card = tmp_path / "README.md"
     card.write_text("---\nlanguage: [de\n---\n# broken\n")
     with pytest.raises(Exception, match="(?i)yaml|metadata|flow"):
-        build_hub_folder(model_dir, card, tmp_path / "hub")
+        build_hub_folder(model_dir, tmp_path / "hub", card=card)
 
 
 def test_missing_card_is_named(tmp_path, model_dir):
     with pytest.raises(FileNotFoundError, match="No model card at"):
-        build_hub_folder(model_dir, tmp_path / "nope.md", tmp_path / "hub")
+        build_hub_folder(model_dir, tmp_path / "hub", card=tmp_path / "nope.md")
+
+
+def test_upload_plan_refuses_a_folder_that_is_not_hub_ready(tmp_path):
+    with pytest.raises(FileNotFoundError, match="not a Hub-ready model folder"):
+        upload_plan(tmp_path)

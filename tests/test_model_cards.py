@@ -19,7 +19,10 @@ def test_card_metadata_parses(card_path):
     card = ModelCard.load(card_path)
     data = card.data
     assert data.library_name == "transformers"
-    assert data.pipeline_tag and data.license and data.language
+    assert data.pipeline_tag and data.license
+    # A natural-language model names its languages; the series model reads and writes formulas, none.
+    assert bool(data.language) == (data.pipeline_tag == "translation")
+    assert "custom_code" in data.tags  # the Hub's marker for models loaded with trust_remote_code
     assert data.eval_results, "the model-index must list the measured metrics"
     for result in data.eval_results:
         assert isinstance(result.metric_value, int | float)
@@ -52,3 +55,18 @@ def test_card_refers_to_nothing_private(card_path):
     for what, pattern in PRIVATE_REFERENCES.items():
         match = pattern.search(text)
         assert match is None, f"{card_path} mentions {what}: {match.group(0)!r}; Hub readers cannot follow it"
+
+
+def test_cards_cite_the_package_and_the_paper_alike():
+    """One citation of the package and of the paper, the same in every card."""
+    blocks = []
+    for card_path in CARDS:
+        text = card_path.read_text(encoding="utf-8")
+        entries = re.findall(
+            r"@(?:software|inproceedings)\{(?:hf_vanilla_transformer|vaswani2017attention),.*?\}\}",
+            text,
+            re.S,
+        )
+        assert len(entries) == 2, f"{card_path} must cite the paper and the package"
+        blocks.append(entries)
+    assert all(block == blocks[0] for block in blocks)

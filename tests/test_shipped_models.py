@@ -1,0 +1,155 @@
+"""The trained models shipped in model_cards/<name>/ are what their cards say: each folder loads with
+`trust_remote_code=True` where the package cannot be imported and reproduces the predictions of the report its
+card quotes, and the card's model-index holds the report's figures."""
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from huggingface_hub import ModelCard
+
+from .remote_code import run_without_package
+
+ROOT = Path(__file__).resolve().parents[1]
+# A shipped model is a card folder with weights; every one of them is checked.
+SHIPPED = sorted(path.parent for path in (ROOT / "model_cards").glob("*/model.safetensors"))
+CHECKED_PREDICTIONS = 25
+
+# The report's decoding, as scripts/evaluate_model.py runs it (evaluation.generate_texts), one source at a
+# time.
+DECODE_SCRIPT = """
+    import json, sys
+    import torch
+    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    folder, generation, sources = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+    model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+    tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
+    predictions = []
+    for source in sources:
+        batch = tokenizer([source], return_tensors="pt")
+        kwargs = dict(generation)
+        max_new_tokens = kwargs.pop("max_new_tokens", None)
+        if max_new_tokens is None:
+            max_new_tokens = batch["input_ids"].shape[1] + 50
+        with torch.inference_mode():
+            ids = model.generate(**batch, **kwargs, max_length=1 + max_new_tokens)
+        predictions.append(tokenizer.decode(ids[0], skip_special_tokens=True).strip())
+    print(json.dumps(predictions))
+"""
+
+
+def _quoted_report(folder: Path) -> dict:
+    """The report whose figures the card's model-index gives (its `eval-test-*.json`)."""
+    reports = sorted(folder.glob("eval-test-*.json"))
+    assert reports, f"{folder} ships no evaluate_model.py report"
+    card_figures = {round(r.metric_value, 2) for r in ModelCard.load(folder / "README.md").data.eval_results}
+    for path in reports:
+        report = json.loads(path.read_text(encoding="utf-8"))
+        if round(report["metrics"][_headline_metric(report)], 2) in card_figures:
+            return report
+    raise AssertionError(f"no report in {folder} has the card's headline figure {sorted(card_figures)}")
+
+
+def _headline_metric(report: dict) -> str:
+    return "bleu" if report["data"]["task"] == "translation" else "exact_match"
+
+
+def test_models_are_shipped():
+    assert SHIPPED, "no model_cards/<name>/ folder holds model.safetensors"
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
+def test_folder_is_a_complete_hub_repository(folder):
+    names = {path.name for path in folder.iterdir()}
+    required = {
+        "README.md",
+        "config.json",
+        "generation_config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "configuration_vanilla_transformer.py",
+        "modeling_vanilla_transformer.py",
+        "pipeline_seq2seq.py",
+    }
+    assert required <= names, f"{folder.name} lacks {sorted(required - names)}"
+    assert not [name for name in names if name.endswith((".bin", ".pt", ".pth", ".pkl"))]  # safetensors only
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
+def test_shipped_model_reproduces_its_report_without_the_package(folder, tmp_path):
+    report = _quoted_report(folder)
+    examples = report["examples"][:CHECKED_PREDICTIONS]
+    predictions = run_without_package(
+        DECODE_SCRIPT,
+        str(folder),
+        json.dumps(report["generation"]),
+        json.dumps([example["source"] for example in examples]),
+        cwd=tmp_path,
+    )
+    expected = [example["prediction"] for example in examples]
+    pairs = enumerate(zip(predictions, expected, strict=True))
+    mismatches = [(i, got, want) for i, (got, want) in pairs if got != want]
+    assert not mismatches, f"{folder.name}: predictions differ from the report at {mismatches}"
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
+def test_card_model_index_holds_the_reports_figures(folder):
+    card = ModelCard.load(folder / "README.md")
+    reports = [json.loads(path.read_text(encoding="utf-8")) for path in folder.glob("eval-*.json")]
+    measured = {
+        round(value, 2)
+        for report in reports
+        for value in report["metrics"].values()
+        if isinstance(value, int | float)
+    }
+    for result in card.data.eval_results:
+        assert round(result.metric_value, 2) in measured, (
+            f"{folder.name}'s card gives {result.metric_type} = {result.metric_value}, which no report holds"
+        )
+    assert "custom_code" in card.data.tags  # the Hub's marker for trust_remote_code models
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
+def test_card_usage_code_runs_against_the_folder(folder, tmp_path):
+    """The card's snippet as a Hub user runs it, with the shipped folder standing for the Hub id it names."""
+    card = (folder / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"## How to use.*?```python\n(.*?)```", card, re.S).group(1)
+    assert f'"<owner>/{folder.name}"' in code  # becomes the repository id at a push
+    code = code.replace(f'"<owner>/{folder.name}"', repr(str(folder)))
+    script = code + "\nimport json\nprint(json.dumps('ran'))\n"
+    assert run_without_package(script, cwd=tmp_path) == "ran"
+
+
+def test_readme_translates_with_the_shipped_model_as_shown_and_quietly(tmp_path):
+    """The README's first "Use" snippet, run from the repository's root as a newcomer runs it: it prints the
+    output the README shows, and transformers prints no warning on the way."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    code = re.search(r"## Use\n.*?```python\n(.*?)```", readme, re.S).group(1)
+    shown = re.search(r"^# (\[.*\])$", code, re.M).group(1)
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.strip().splitlines()[-1] == shown
+    noisy = [line for line in result.stderr.splitlines() if re.search(r"(?i)warn|deprecat|ignored", line)]
+    assert not noisy, noisy
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
+def test_shipped_folder_carries_the_current_model_code(folder):
+    from hf_vanilla_transformer.saving import outdated_code_files
+
+    outdated = outdated_code_files(folder)
+    assert not outdated, (
+        f"{folder.name}'s {', '.join(outdated)} differ from the package's: run "
+        f"`python scripts/update_model_code.py --model model_cards/{folder.name}`"
+    )

@@ -8,7 +8,11 @@ data come from `training.prepare_training`; the optimizer from `optim`, `adam_*`
 clipping at `max_grad_norm`; the `LossLog` (`loss_log.jsonl`, `loss_curves.png`) every `logging_steps`;
 `max_train_minutes` through `TimeBudget`; the final folder through `saving.save_model_folder`.
 
-Accelerate does what it is for: device placement, data sharding across processes, gradient accumulation,
+The loss is normalised as the Trainer normalises it: each micro-batch's summed, label-smoothed loss is
+divided by the number of target tokens in the whole update (all accumulated micro-batches, on all processes),
+so every token weighs the same whatever the split, and the two loops compute the same gradients.
+
+Accelerate does what it is for: device placement, data sharding across processes, gradient synchronisation,
 mixed precision (`bf16`/`fp16`, or the launcher's setting), gradient all-reduce, and checkpoints of the whole
 training state (`save_state` into `state-<step>` every `save_steps`, `load_state` when
 `resume_from_checkpoint` names one). Runs unchanged on one CPU, several CPU processes, one or many GPUs, or
@@ -18,6 +22,8 @@ folder with `scripts/evaluate_model.py`.
 
 from __future__ import annotations
 
+import contextlib
+import itertools
 import logging
 import math
 from dataclasses import asdict, dataclass
@@ -96,6 +102,13 @@ def _every(value: float, max_steps: int) -> int:
     return max(1, math.ceil(max_steps * value) if value < 1 else int(value))
 
 
+def count_target_tokens(batches: list[dict], accelerator: Accelerator) -> torch.Tensor:
+    """The target tokens (labels other than -100) of one update's micro-batches, summed over processes: the
+    Trainer's `num_items_in_batch` with `average_tokens_across_devices`."""
+    count = sum(batch["labels"].ne(-100).sum() for batch in batches).to(accelerator.device)
+    return accelerator.reduce(count, reduction="sum") if accelerator.num_processes > 1 else count
+
+
 def train_loop(
     model,
     tokenizer,
@@ -113,11 +126,11 @@ def train_loop(
     """
     if args.save_strategy == "best":
         raise ValueError("save_strategy 'best' needs evaluation, which this loop does not do: use 'steps'.")
-    accelerator = Accelerator(
-        gradient_accumulation_steps=args.gradient_accumulation_steps,
-        mixed_precision=args.mixed_precision,
-        cpu=args.use_cpu,
-    )
+    # Accumulation is done here, as the Trainer does it: the loss of an update is normalised by its token
+    # count, which Accelerate's own accumulation (dividing each micro-batch's loss by the step count) cannot
+    # do.
+    accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.use_cpu)
+    accumulation = args.gradient_accumulation_steps
     set_seed(args.seed)
     output_dir = Path(args.output_dir)
 
@@ -134,7 +147,7 @@ def train_loop(
     )
     optimizer = create_optimizer(model, args)
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
-    updates_per_epoch = math.ceil(len(loader) / args.gradient_accumulation_steps)
+    updates_per_epoch = math.ceil(len(loader) / accumulation)
     max_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * updates_per_epoch)
     # Not passed to `prepare`: a prepared scheduler steps once per process, but the schedule counts updates.
     scheduler = create_scheduler(optimizer.optimizer, args, max_steps)
@@ -162,28 +175,35 @@ def train_loop(
         loader.set_epoch(progress.epoch)
         sampler.set_epoch(progress.epoch)
         skip = progress.batches_in_epoch  # after resuming, the batches this epoch already trained on
-        for batch in accelerator.skip_first_batches(loader, skip) if skip else loader:
-            progress.batches_in_epoch += 1
-            with accelerator.accumulate(model):
-                loss = model(**batch).loss
-                accelerator.backward(loss)
-                if accelerator.sync_gradients and args.max_grad_norm > 0:
-                    grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
-                optimizer.step()
-                optimizer.zero_grad()
-            running_loss += loss.detach().float()
+        batches = iter(accelerator.skip_first_batches(loader, skip) if skip else loader)
+        while window := list(itertools.islice(batches, accumulation)):  # one update's micro-batches
+            num_items_in_batch = count_target_tokens(window, accelerator)
+            for index, batch in enumerate(window):
+                progress.batches_in_epoch += 1
+                # Gradients are all-reduced once, after the update's last micro-batch.
+                last = index == len(window) - 1
+                with contextlib.nullcontext() if last else accelerator.no_sync(model):
+                    loss = model(**batch, num_items_in_batch=num_items_in_batch).loss
+                    # The all-reduce averages over processes, and the loss is already a share of all of
+                    # them: scaled back, as the Trainer does with `average_tokens_across_devices`.
+                    accelerator.backward(loss * accelerator.num_processes)
+                running_loss += loss.detach().float()  # summed over the update: its mean loss per token
+            if args.max_grad_norm > 0:
+                grad_norm = accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+            optimizer.step()
+            optimizer.zero_grad()
             batches_since_log += 1
-            if not accelerator.sync_gradients:
-                continue
             learning_rate = scheduler.get_last_lr()[0]  # the rate this update used, as the Trainer logs it
             if not accelerator.optimizer_step_was_skipped:  # fp16 skips steps whose gradients overflowed
                 scheduler.step()
             progress.step += 1
             done = progress.step >= max_steps or (budget is not None and budget.spent())
             if progress.step % logging_steps == 0 or done:
-                mean = (running_loss / batches_since_log).reshape(1)
+                mean = (running_loss / batches_since_log).reshape(1)  # per update
                 logs = {
-                    "loss": accelerator.gather(mean).mean().item(),  # over the logging interval and processes
+                    # Each process holds its share of every update's loss: summed over processes, averaged
+                    # over the logging interval.
+                    "loss": accelerator.gather(mean).sum().item(),
                     "learning_rate": learning_rate,
                     "epoch": progress.epoch + progress.batches_in_epoch / len(loader),
                 }

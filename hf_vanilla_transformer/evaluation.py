@@ -18,7 +18,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from .hub import check_model_location
+from .saving import check_model_location
 from .tasks import DataArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)

@@ -16,11 +16,11 @@ from pathlib import Path
 import torch
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .hub import is_local_path
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_position_table,
 )
+from .saving import is_local_path
 
 # Marian's positions are fixed sinusoids, never trained: they are dropped, after checking they are the table
 # this package builds (a checkpoint with other positions would not compute the same here).

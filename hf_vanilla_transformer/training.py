@@ -42,6 +42,7 @@ from transformers import (
 )
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
+from .cli import parse_dataclasses
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .data.preprocessing import build_seq2seq_collator
 from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -509,7 +510,7 @@ def parse_recipe_and_args(parser: HfArgumentParser, args: Sequence[str] | None =
     args = list(sys.argv[1:] if args is None else args)
     if args and not args[0].startswith("-") and args[0].endswith(RECIPE_SUFFIXES):
         parser.set_defaults(**load_recipe(args.pop(0), parser))
-    return parser.parse_args_into_dataclasses(args=args, look_for_args_file=False)
+    return parse_dataclasses(parser, args)
 
 
 def load_recipe(path: str | Path, parser: HfArgumentParser) -> dict:
@@ -602,6 +603,9 @@ def prepare_training(
     learning rate by eq. 3 (`set_paper_learning_rate`)."""
     from transformers import AutoTokenizer
 
+    from .saving import check_tokenizer_location
+
+    check_tokenizer_location(data_args.tokenizer)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
     # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
     # corpus of millions of pairs is tokenized once, not once per GPU).

@@ -7,13 +7,12 @@ averaged the last 5 checkpoints for base models and the last 20 for big ones).
 
 import argparse
 
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
 from hf_vanilla_transformer.training import average_checkpoints, last_checkpoints
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--run_dir", required=True, help="A Trainer output_dir holding checkpoint-<step> folders."
     )
@@ -28,4 +27,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -23,12 +23,11 @@ from transformers.utils import logging as hf_logging
 
 # benchmarks/ sits beside this script, and a script's folder is on sys.path.
 from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--shapes",
         nargs="+",
@@ -76,4 +75,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -9,13 +9,12 @@ Needs `pip install -e ".[marian]"` (sentencepiece, for Marian's tokenizers); a H
 
 import argparse
 
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
 from hf_vanilla_transformer.marian import convert_marian
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="A MarianMTModel folder or Hub id.")
     parser.add_argument("--output_dir", required=True, help="Where to write the converted folder.")
     args = parser.parse_args()
@@ -27,4 +26,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -22,6 +22,8 @@ import sys
 import time
 from pathlib import Path
 
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
+
 # True once the first tab's heat map is an image the browser has loaded (not the empty placeholder).
 HEAT_MAP_SHOWN = (
     "(() => { const img = document.querySelector('#heat-map-0 img');"
@@ -150,9 +152,7 @@ def take_screenshot(
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", action="append", required=True, help="As demo.py's --model; repeatable.")
     parser.add_argument("--output", default="docs/demo.png", help="PNG file to write.")
     parser.add_argument("--timeout", type=float, default=300, help="Seconds to wait for the page.")
@@ -161,4 +161,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -19,6 +19,7 @@ import torch
 # benchmarks/ sits beside this script, and a script's folder is on sys.path.
 from benchmarks.harness import training_flops_per_step
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
 
 TOKENS_PER_STEP = 25_000  # per side (§5.1)
 P100_FP32_TFLOPS = 9.3
@@ -84,9 +85,7 @@ def format_table(rows: list[dict]) -> str:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--vocab_size", type=int, default=37_000, help="The joint BPE vocabulary's size.")
     parser.add_argument(
         "--utilisation",
@@ -101,4 +100,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

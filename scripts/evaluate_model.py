@@ -14,20 +14,17 @@ import logging
 
 from transformers import HfArgumentParser
 
+from hf_vanilla_transformer.cli import parse_dataclasses, run_script
 from hf_vanilla_transformer.evaluation import EvaluationArguments, evaluate_model, format_report
 from hf_vanilla_transformer.tasks import DataArguments
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    parser = HfArgumentParser((EvaluationArguments, DataArguments))
-    eval_args, data_args = parser.parse_args_into_dataclasses()
-    try:
-        report = evaluate_model(eval_args, data_args)
-    except FileNotFoundError as error:  # a wrong path: say which, without a traceback
-        parser.error(str(error))
+    eval_args, data_args = parse_dataclasses(HfArgumentParser((EvaluationArguments, DataArguments)))
+    report = evaluate_model(eval_args, data_args)
     print(format_report(report, eval_args.show_examples))
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -9,14 +9,13 @@ See `hf_vanilla_transformer.ctranslate2_export` (conversion) and `.ctranslate2_i
 
 import argparse
 
+from hf_vanilla_transformer.cli import ArgumentParser, run_script
 from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
 from hf_vanilla_transformer.ctranslate2_inference import CTranslate2Seq2Seq
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(
-        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
-    )
+    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--model", required=True, help="A folder written by save_pretrained / scripts/train.py."
     )
@@ -46,4 +45,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

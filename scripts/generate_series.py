@@ -13,13 +13,14 @@ from dataclasses import asdict
 
 from transformers import HfArgumentParser
 
+from hf_vanilla_transformer.cli import parse_dataclasses, run_script
 from hf_vanilla_transformer.series.dataset import SeriesDataArguments, generate_series_dataset
 
 
 def main(argv: list[str] | None = None) -> dict:
     parser = HfArgumentParser(SeriesDataArguments)
     try:
-        (args,) = parser.parse_args_into_dataclasses(args=argv)
+        (args,) = parse_dataclasses(parser, argv)
     except ValueError as exc:  # raised by SeriesDataArguments.__post_init__; say it without a traceback
         parser.error(str(exc))
     options = asdict(args)
@@ -30,4 +31,4 @@ def main(argv: list[str] | None = None) -> dict:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

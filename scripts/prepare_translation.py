@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 
 from transformers import HfArgumentParser
 
+from hf_vanilla_transformer.cli import parse_dataclasses, run_script
 from hf_vanilla_transformer.data.translation import (
     load_parallel_text,
     load_translation_dataset,
@@ -65,7 +66,7 @@ class PrepareArguments:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    (args,) = HfArgumentParser(PrepareArguments).parse_args_into_dataclasses()
+    (args,) = parse_dataclasses(HfArgumentParser(PrepareArguments))
     if (args.data_dir is None) == (args.dataset_name is None):
         raise SystemExit("Pass exactly one of --data_dir and --dataset_name.")
 
@@ -98,4 +99,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

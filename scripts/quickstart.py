@@ -19,6 +19,7 @@ from pathlib import Path
 
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+from hf_vanilla_transformer.cli import parse_dataclasses, run_script
 from hf_vanilla_transformer.evaluation import (
     EvaluationArguments,
     evaluate_model,
@@ -182,9 +183,9 @@ def main() -> None:
     from transformers import HfArgumentParser
 
     logging.basicConfig(level=logging.WARNING)
-    (args,) = HfArgumentParser(QuickstartArguments).parse_args_into_dataclasses()
+    (args,) = parse_dataclasses(HfArgumentParser(QuickstartArguments))
     run_quickstart(args)
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -23,6 +23,7 @@ import logging
 
 from transformers import HfArgumentParser
 
+from hf_vanilla_transformer.cli import run_script
 from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args, run_training
 
 
@@ -36,4 +37,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -24,6 +24,7 @@ import logging
 from transformers import HfArgumentParser
 
 from hf_vanilla_transformer.accelerate_training import run_accelerate_training
+from hf_vanilla_transformer.cli import run_script
 from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args
 
 
@@ -39,4 +40,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

@@ -25,9 +25,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-import datasets
 from transformers import HfArgumentParser
 
+from hf_vanilla_transformer.cli import parse_dataclasses, run_script
+from hf_vanilla_transformer.data.preprocessing import load_prepared_splits
 from hf_vanilla_transformer.tasks import TASKS, get_task
 from hf_vanilla_transformer.tokenization import (
     DEFAULT_MODEL_MAX_LENGTH,
@@ -68,7 +69,7 @@ class TokenizerArguments:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     parser = HfArgumentParser(TokenizerArguments)
-    (args,) = parser.parse_args_into_dataclasses()
+    (args,) = parse_dataclasses(parser)
     if (args.dataset_dir is None) == (args.text_files is None):
         parser.error("Pass exactly one of --dataset_dir and --text_files.")
     task = get_task(args.task)
@@ -81,7 +82,7 @@ def main() -> None:
 
     validation = None
     if args.dataset_dir is not None:
-        dataset_dict = datasets.load_from_disk(args.dataset_dir)
+        dataset_dict = load_prepared_splits(args.dataset_dir, args.task)
         corpus = iter_dataset_texts(dataset_dict["train"], list(task.tokenizer_columns))
         validation = dataset_dict.get("validation")
     else:
@@ -117,4 +118,4 @@ def main() -> None:
 
 
 if __name__ == "__main__":
-    main()
+    run_script(main)

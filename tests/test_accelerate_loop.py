@@ -158,3 +158,48 @@ def test_loop_stops_and_saves_when_its_time_budget_is_spent(tmp_path, word_token
     )
     assert [r["step"] for r in _records(tmp_path)] == [1]
     assert (tmp_path / "state-1").is_dir() and (final / "model.safetensors").exists()
+
+
+def test_both_loops_compute_the_same_update_under_gradient_accumulation(tmp_path, word_tokenizer):
+    """Micro-batches of different token counts, accumulated three to an update: both loops divide the summed
+    loss by the update's token count, so with plain SGD (the weights move by exactly the gradient times the
+    rate) they end with the same weights after every update, and log the same loss."""
+    features = _features(word_tokenizer)
+    settings = {
+        "gradient_accumulation_steps": 3,
+        "optim": "sgd",
+        "learning_rate": 0.5,
+        "lr_scheduler_type": "constant",
+        "warmup_steps": 0,
+        "max_grad_norm": 0.0,
+        "weight_decay": 0.0,
+        "max_steps": 3,
+        "logging_steps": 1,
+    }
+    model = _model(dropout=0.0)
+    TokenBudgetSeq2SeqTrainer(
+        model=model,
+        args=_args(tmp_path / "trainer", **settings),
+        train_dataset=features,
+        data_collator=build_seq2seq_collator(word_tokenizer, model=model),
+        max_tokens=MAX_TOKENS,
+        callbacks=[LossPlotCallback()],
+    ).train()
+    final = train_loop(
+        _model(dropout=0.0),
+        word_tokenizer,
+        features,
+        _args(tmp_path / "loop", **settings),
+        max_tokens=MAX_TOKENS,
+    )
+    loop_model = VanillaTransformerForConditionalGeneration.from_pretrained(final)
+    moved = 0.0
+    for (name, ours), theirs in zip(
+        loop_model.state_dict().items(), model.state_dict().values(), strict=True
+    ):
+        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5, msg=name)
+        moved = max(moved, float((ours - _model(dropout=0.0).state_dict()[name]).abs().max()))
+    assert moved > 1e-3  # the updates did move the weights
+    trainer_losses = [r["loss"] for r in _records(tmp_path / "trainer") if "loss" in r]
+    loop_losses = [r["loss"] for r in _records(tmp_path / "loop")]
+    assert loop_losses == pytest.approx(trainer_losses, rel=1e-5) and len(loop_losses) == 3

@@ -29,7 +29,7 @@ import datasets
 from datasets import Dataset, DatasetDict, Features, Translation
 from transformers import PreTrainedTokenizerBase
 
-from ..hub import is_local_path
+from ..saving import is_local_path
 from .preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
 
 logger = logging.getLogger(__name__)

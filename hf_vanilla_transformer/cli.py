@@ -1,0 +1,93 @@
+"""What every script does on its way in and out: unknown options answered with the closest real one, and a
+user's mistake (a missing folder, a bad split, a configuration that cannot work, corrupt weights, empty data)
+ended with its message and exit status 2 instead of a traceback.
+
+A user error is an `OSError` or `ValueError` raised by this package's own code: those are the raises that
+name what was wrong and how to fix it. Anything else (a `TypeError`, an error deep inside torch) is a bug or
+something unforeseen, and keeps its traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1` shows the traceback of user
+errors too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import difflib
+import os
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+DEBUG_VARIABLE = "HF_VANILLA_TRANSFORMER_DEBUG"
+PACKAGE_DIR = Path(__file__).resolve().parent
+
+
+def is_user_error(error: BaseException) -> bool:
+    """Whether `error` is one of the package's messages to the user (see the module docstring)."""
+    if not isinstance(error, OSError | ValueError):
+        return False
+    frame = error.__traceback__
+    if frame is None:
+        return False
+    while frame.tb_next is not None:
+        frame = frame.tb_next
+    return Path(frame.tb_frame.f_code.co_filename).resolve().is_relative_to(PACKAGE_DIR)
+
+
+def run_script(main: Callable[[], object]) -> None:
+    """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2."""
+    try:
+        main()
+    except Exception as error:
+        if os.environ.get(DEBUG_VARIABLE) or not is_user_error(error):
+            raise
+        print(f"error: {error}", file=sys.stderr)
+        raise SystemExit(2) from None
+
+
+def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> str:
+    """`Unknown option --max_stepz (did you mean --max_steps?)`, for the `--name` items of `unknown`."""
+    options = sorted(options)
+    hints = []
+    for item in unknown:
+        if not item.startswith("--"):
+            continue
+        name = item[2:].split("=", 1)[0]
+        close = difflib.get_close_matches(name, options, n=1)
+        hints.append(f"--{name} (did you mean --{close[0]}?)" if close else f"--{name}")
+    stray = [item for item in unknown if not item.startswith("--")]
+    if not hints:
+        return f"Unexpected argument(s): {' '.join(stray)}. `--help` lists what the script takes."
+    return f"Unknown option(s): {', '.join(hints)}. `--help` lists the options."
+
+
+class ArgumentParser(argparse.ArgumentParser):
+    """argparse, with the closest real option suggested for an unknown one (checked before anything else, so
+    that a misspelt required option is not reported as missing)."""
+
+    def parse_args(self, args=None, namespace=None):
+        args = sys.argv[1:] if args is None else list(args)
+        known = [option for action in self._actions for option in action.option_strings]
+        unknown = [
+            item
+            for item in args
+            if item.startswith("--")
+            and not any(option.startswith(item.split("=", 1)[0]) for option in known)  # abbreviations too
+        ]
+        if unknown:
+            self.error(
+                unknown_options_message(unknown, [option[2:] for option in known if option[:2] == "--"])
+            )
+        return super().parse_args(args, namespace)
+
+
+def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
+    """`HfArgumentParser.parse_args_into_dataclasses`, with an unknown option answered by the closest real
+    one (as a `ValueError`, a user error) instead of transformers' traceback."""
+    *parsed, unknown = parser.parse_args_into_dataclasses(
+        args=args, look_for_args_file=False, return_remaining_strings=True
+    )
+    if unknown:
+        options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
+        raise ValueError(unknown_options_message(unknown, options))
+    return tuple(parsed)

@@ -1,0 +1,144 @@
+"""A user's mistake ends in one clear message and exit status 2, never a traceback; an unknown option gets the
+closest real one; a real bug keeps its traceback. Each script runs as a user runs it, in a subprocess."""
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from hf_vanilla_transformer import VanillaTransformerConfig
+from hf_vanilla_transformer.cli import DEBUG_VARIABLE, is_user_error, run_script
+from hf_vanilla_transformer.saving import save_model_folder
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE_MULTI30K = Path(__file__).parent / "fixtures" / "multi30k"
+
+
+def _run(script: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / script), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
+        env={**os.environ, **(env or {})},
+    )
+
+
+def _assert_user_error(result: subprocess.CompletedProcess, *expected: str) -> None:
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert "Traceback" not in result.stderr, result.stderr[-3000:]
+    for text in expected:
+        assert text in result.stderr, result.stderr[-3000:]
+
+
+@pytest.fixture
+def model_dir(tmp_path, tiny_model, word_tokenizer):
+    return save_model_folder(tiny_model, word_tokenizer, tmp_path / "model")
+
+
+def test_a_missing_model_folder_is_named_not_sent_to_the_hub(tmp_path):
+    result = _run("plot_attention.py", "--model", "outputs/nope/final", "--text", "x", cwd=tmp_path)
+    _assert_user_error(result, "error: No model folder at outputs/nope/final", "model_cards/")
+    assert "Repo id" not in result.stderr
+
+
+def test_training_before_the_tokenizer_exists_says_how_to_make_it(tmp_path):
+    recipe = ROOT / "scripts" / "recipes" / "series.yaml"
+    result = _run("train.py", str(recipe), "--max_steps", "2", cwd=tmp_path)
+    _assert_user_error(
+        result, "No tokenizer folder at outputs/tokenizers/series-bpe1k", "scripts/train_tokenizer.py"
+    )
+
+
+def test_an_unknown_option_gets_the_closest_real_one(tmp_path):
+    recipe = ROOT / "scripts" / "recipes" / "series.yaml"
+    _assert_user_error(
+        _run("train.py", str(recipe), "--max_stepz", "5", cwd=tmp_path),
+        "--max_stepz (did you mean --max_steps?)",
+    )
+    # argparse scripts too; argparse itself also exits with status 2 and no traceback
+    result = _run("plot_attention.py", "--modl", "x", "--text", "y", cwd=tmp_path)
+    _assert_user_error(result, "--modl (did you mean --model?)")
+
+
+def test_corrupt_weights_end_in_one_message(tmp_path, model_dir):
+    weights = model_dir / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:100])
+    result = _run("plot_attention.py", "--model", str(model_dir), "--text", "ein hund", cwd=tmp_path)
+    _assert_user_error(result, "truncated or corrupt")
+
+
+def test_a_configuration_that_cannot_work_ends_in_one_message(tmp_path, model_dir):
+    config = json.loads((model_dir / "config.json").read_text())
+    config["encoder_attention_heads"] = 3  # d_model is 32
+    (model_dir / "config.json").write_text(json.dumps(config))
+    result = _run("plot_attention.py", "--model", str(model_dir), "--text", "ein hund", cwd=tmp_path)
+    _assert_user_error(result, "must be divisible by `encoder_attention_heads` (3)")
+    # With the debug variable, the same error shows its traceback.
+    debug = _run(
+        "plot_attention.py", "--model", str(model_dir), "--text", "x", cwd=tmp_path, env={DEBUG_VARIABLE: "1"}
+    )
+    assert debug.returncode == 1 and "Traceback" in debug.stderr
+
+
+def test_a_split_that_does_not_exist_is_named(tmp_path, model_dir):
+    result = _run(
+        "evaluate_model.py",
+        "--model",
+        str(model_dir),
+        "--task",
+        "translation",
+        "--dataset",
+        str(FIXTURE_MULTI30K),
+        "--source_lang",
+        "de",
+        "--target_lang",
+        "en",
+        "--split",
+        "dev",
+        cwd=tmp_path,
+    )
+    _assert_user_error(result, "No split 'dev'", "validation")
+
+
+def test_a_tokenizer_without_data_says_which_script_makes_the_data(tmp_path):
+    (tmp_path / "empty").mkdir()
+    for task, script in (("series", "generate_series.py"), ("translation", "prepare_translation.py")):
+        result = _run(
+            "train_tokenizer.py",
+            "--task",
+            task,
+            "--dataset_dir",
+            str(tmp_path / "empty"),
+            "--output_dir",
+            str(tmp_path / "tok"),
+            cwd=tmp_path,
+        )
+        _assert_user_error(result, "holds no prepared data set", script)
+
+
+def test_user_errors_and_bugs_are_told_apart():
+    def bad_configuration():
+        VanillaTransformerConfig(d_model=128, encoder_attention_heads=3)
+
+    def bug():
+        raise TypeError("a bug")
+
+    def deep_value_error():
+        int("not a number")  # a ValueError, but raised outside the package
+
+    with pytest.raises(ValueError) as caught:
+        bad_configuration()
+    assert is_user_error(caught.value)
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(bad_configuration)
+    assert exit_info.value.code == 2
+    with pytest.raises(TypeError):
+        run_script(bug)
+    with pytest.raises(ValueError):
+        run_script(deep_value_error)

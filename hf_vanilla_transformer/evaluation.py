@@ -67,16 +67,15 @@ def generation_settings(eval_args: EvaluationArguments, task: Task, generation_c
     max_new_tokens = eval_args.max_new_tokens
     if max_new_tokens is None and task.output_length_from_config:
         max_new_tokens = generation_config.max_length
-    return {
-        "num_beams": eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams,
-        "length_penalty": (
+    num_beams = eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams
+    settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens, "do_sample": False}
+    if num_beams > 1:  # greedy has no length penalty: passing one makes generate() warn that it is ignored
+        settings["length_penalty"] = (
             eval_args.length_penalty
             if eval_args.length_penalty is not None
             else generation_config.length_penalty
-        ),
-        "max_new_tokens": max_new_tokens,
-        "do_sample": False,
-    }
+        )
+    return settings
 
 
 def generate_texts(model, tokenizer, sources: list[str], batch_size: int, generation: dict) -> list[str]:

@@ -14,7 +14,10 @@ def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model)
     assert series["max_new_tokens"] == config.max_length == 256
     assert translation["max_new_tokens"] is None  # generate_texts applies source length + 50 per batch
     chosen = generation_settings(EvaluationArguments(num_beams=1, max_new_tokens=7), TASKS["series"], config)
-    assert (chosen["num_beams"], chosen["max_new_tokens"], chosen["length_penalty"]) == (1, 7, 0.6)
+    assert (chosen["num_beams"], chosen["max_new_tokens"]) == (1, 7)
+    assert "length_penalty" not in chosen  # greedy has none; generate() would warn that it is ignored
+    beam = generation_settings(EvaluationArguments(num_beams=3), TASKS["series"], config)
+    assert (beam["num_beams"], beam["length_penalty"]) == (3, 0.6)
 
 
 def test_series_exact_match_breaks_down_by_reference_length():

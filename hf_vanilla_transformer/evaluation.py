@@ -16,9 +16,8 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-from .saving import check_model_location
+from .saving import load_model_folder
 from .tasks import DataArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
@@ -105,9 +104,7 @@ def generate_texts(model, tokenizer, sources: list[str], batch_size: int, genera
 def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> dict:
     """Generate for `eval_args.split` and score it; write and return the report."""
     task = data_args.task_spec
-    check_model_location(eval_args.model)
-    tokenizer = AutoTokenizer.from_pretrained(eval_args.model)
-    model = AutoModelForSeq2SeqLM.from_pretrained(eval_args.model)
+    model, tokenizer = load_model_folder(eval_args.model)
     raw = task.load_raw(data_args)
     if eval_args.split not in raw:
         raise ValueError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")

@@ -6,9 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
-from .saving import check_model_location, save_model_folder
+from .saving import load_model_folder, save_model_folder
 
 # A card's usage code names its repository "<owner>/<name>" until it is pushed: the owner is whoever
 # publishes.
@@ -22,7 +20,6 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, card: str | 
     (`eval-*.json`, which the card quotes); and the model card as README.md, from `card` or else the README.md
     already in `output_dir` (how `model_cards/<name>/` is refreshed). Other files in `output_dir` stay."""
     model_dir, output_dir = Path(model_dir), Path(output_dir)
-    check_model_location(model_dir)
     card = Path(card) if card is not None else output_dir / "README.md"
     if not card.is_file():
         raise FileNotFoundError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
@@ -30,8 +27,7 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, card: str | 
 
     ModelCard.load(card)  # refuses a card whose YAML metadata does not parse
     card_text = card.read_text(encoding="utf-8")
-    model = AutoModelForSeq2SeqLM.from_pretrained(model_dir)
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model, tokenizer = load_model_folder(model_dir)
     save_model_folder(model, tokenizer, output_dir)
     for report in sorted(model_dir.glob("eval-*.json")):
         shutil.copyfile(report, output_dir / report.name)

@@ -6,6 +6,7 @@ date."""
 import filecmp
 import json
 import shutil
+import tempfile
 from pathlib import Path
 
 from transformers import (
@@ -137,8 +138,6 @@ def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
 def update_hub_model_code(repo_id: str, token: str | None = None, dry_run: bool = False) -> list[str]:
     """`update_model_code` for a Hub repository: one commit that replaces its code files with the installed
     package's (nothing else is uploaded). Returns the names of the files the commit replaces."""
-    import tempfile
-
     from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
 
     with tempfile.TemporaryDirectory() as download:

@@ -17,8 +17,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
-
 from hf_vanilla_transformer.cli import parse_dataclasses, run_script
 from hf_vanilla_transformer.evaluation import (
     EvaluationArguments,
@@ -26,6 +24,7 @@ from hf_vanilla_transformer.evaluation import (
     generate_texts,
     generation_settings,
 )
+from hf_vanilla_transformer.saving import load_model_folder
 from hf_vanilla_transformer.series.dataset import generate_series_dataset
 from hf_vanilla_transformer.series.expansion import taylor_series
 from hf_vanilla_transformer.tasks import DataArguments
@@ -159,8 +158,7 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     )
 
     _say(f"5/5 Reloading {final} with from_pretrained and expanding a few expressions ...")
-    model = AutoModelForSeq2SeqLM.from_pretrained(final)
-    tokenizer = AutoTokenizer.from_pretrained(final)
+    model, tokenizer = load_model_folder(final)
     # The series task caps outputs at the model's max_length: a series is many times longer than its
     # expression.
     generation = generation_settings(

@@ -6,7 +6,8 @@ data come from `training.prepare_training`; the optimizer from `optim`, `adam_*`
 `Trainer.create_optimizer` builds it; the schedule from `lr_scheduler_type` and `warmup_steps` through
 `transformers.get_scheduler`; batches from `TokenBudgetBatchSampler` and `build_seq2seq_collator`; gradient
 clipping at `max_grad_norm`; the `LossLog` (`loss_log.jsonl`, `loss_curves.png`) every `logging_steps`;
-`max_train_minutes` through `TimeBudget`; the final folder through `saving.save_model_folder`.
+`max_train_minutes` through `TimeBudget` (and with `decay_by_clock`, a linear decay over its minutes); the
+final folder through `saving.save_model_folder`.
 
 The loss is normalised as the Trainer normalises it: each micro-batch's summed, label-smoothed loss is
 divided by the number of target tokens in the whole update (all accumulated micro-batches, on all processes),
@@ -44,6 +45,7 @@ from .training import (
     RecipeArguments,
     TimeBudget,
     TokenBudgetBatchSampler,
+    clock_linear_schedule,
     example_lengths,
     prepare_training,
 )
@@ -116,6 +118,7 @@ def train_loop(
     args: TrainingArguments,
     max_tokens: int,
     max_train_minutes: float | None = None,
+    decay_by_clock: bool = False,
 ) -> Path:
     """Train `model` on a tokenized dataset (`input_ids`, `labels`) as `args` say, and save the final model
     folder to `<output_dir>/final`, which is returned.
@@ -149,10 +152,17 @@ def train_loop(
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     updates_per_epoch = math.ceil(len(loader) / accumulation)
     max_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * updates_per_epoch)
+    budget = TimeBudget(max_train_minutes) if max_train_minutes is not None else None
     # Not passed to `prepare`: a prepared scheduler steps once per process, but the schedule counts updates.
-    scheduler = create_scheduler(optimizer.optimizer, args, max_steps)
+    if decay_by_clock:
+        if budget is None:
+            raise ValueError("decay_by_clock decays over the time budget: give max_train_minutes too.")
+        scheduler = clock_linear_schedule(optimizer.optimizer, args.get_warmup_steps(max_steps), budget)
+    else:
+        scheduler = create_scheduler(optimizer.optimizer, args, max_steps)
     progress = LoopProgress()
-    accelerator.register_for_checkpointing(scheduler, progress)
+    # The budget is checkpointed too, so that a resumed run continues its clock.
+    accelerator.register_for_checkpointing(scheduler, progress, *([budget] if budget is not None else []))
     if args.resume_from_checkpoint:
         accelerator.load_state(args.resume_from_checkpoint)
         accelerator.print(f"Resumed from {args.resume_from_checkpoint} at step {progress.step}.")
@@ -160,7 +170,6 @@ def train_loop(
     logging_steps, save_steps = _every(args.logging_steps, max_steps), _every(args.save_steps, max_steps)
     saving, every_epoch = args.save_strategy != "no", args.save_strategy == "epoch"
     loss_log = LossLog(output_dir) if accelerator.is_main_process else None
-    budget = TimeBudget(max_train_minutes) if max_train_minutes is not None else None
     if budget is not None:
         budget.start()
     if args.eval_strategy != "no":
@@ -263,4 +272,5 @@ def run_accelerate_training(
         training_args,
         max_tokens=data_args.max_tokens,
         max_train_minutes=recipe_args.max_train_minutes,
+        decay_by_clock=recipe_args.decay_by_clock,
     )

@@ -166,11 +166,23 @@ def example_lengths(dataset) -> list[int]:
 
 class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`TokenBudgetBatchSampler`)
-    instead of a fixed `per_device_train_batch_size`. Everything else is the stock Trainer."""
+    instead of a fixed `per_device_train_batch_size`, and given `clock_decay`, decays the learning rate over
+    that time budget (`clock_linear_schedule`). Everything else is the stock Trainer."""
 
-    def __init__(self, *args, max_tokens: int | None = None, **kwargs):
+    def __init__(self, *args, max_tokens: int | None = None, clock_decay: TimeBudget | None = None, **kwargs):
         self.max_tokens = max_tokens
+        self.clock_decay = clock_decay
         super().__init__(*args, **kwargs)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        if self.lr_scheduler is None and self.clock_decay is not None:
+            self.lr_scheduler = clock_linear_schedule(
+                optimizer if optimizer is not None else self.optimizer,
+                self.args.get_warmup_steps(num_training_steps),
+                self.clock_decay,
+            )
+            self._created_lr_scheduler = True
+        return super().create_scheduler(num_training_steps, optimizer)
 
     def _get_train_sampler(self, train_dataset=None):
         if self.max_tokens is None:
@@ -261,35 +273,88 @@ def plot_loss_curves(train: list[tuple[int, float]], evaluation: list[tuple[int,
 
 class TimeBudget:
     """Wall time allowed for training, counted from `start()`. For recipes with a time budget rather than
-    a step count.
+    a step count. A resumed run continues the clock where its checkpoint left it (`state_dict`).
 
     Under data parallelism every process must stop after the same step (the others would wait forever in
-    the next gradient all-reduce), so `spent()` returns the main process's reading on every process."""
+    the next gradient all-reduce) and use the same learning rate, so `elapsed()` returns the main process's
+    reading on every process."""
+
+    STATE_FILE = "time_budget.json"  # in each checkpoint folder of a Trainer run
 
     def __init__(self, minutes: float):
         if minutes <= 0:
             raise ValueError(f"The time budget must be positive, got {minutes} minutes.")
         self.minutes = minutes
         self.started: float | None = None
+        self.spent_before = 0.0  # seconds spent before a resume
+        self.decay_from: float | None = None  # share of the budget spent when a clock decay began
 
     def start(self) -> None:
-        self.started = time.monotonic()
+        self.started = time.monotonic() - self.spent_before
 
-    def spent(self) -> bool:
-        spent = self.started is not None and time.monotonic() - self.started >= self.minutes * 60
+    def elapsed(self) -> float:
+        """Seconds of the budget spent so far (before `start()`: those spent before a resume)."""
+        elapsed = self.spent_before if self.started is None else time.monotonic() - self.started
         state = PartialState()
         if state.num_processes > 1:
-            flag = torch.tensor([int(spent)], device=state.device)
-            spent = bool(broadcast(flag, from_process=0).item())
-        return spent
+            reading = torch.tensor([elapsed], dtype=torch.float64, device=state.device)
+            elapsed = float(broadcast(reading, from_process=0).item())
+        return elapsed
+
+    def fraction(self) -> float:
+        """The share of the budget spent, from 0 to 1."""
+        return min(1.0, self.elapsed() / (self.minutes * 60))
+
+    def spent(self) -> bool:
+        return self.started is not None and self.fraction() >= 1.0
+
+    def state_dict(self) -> dict:
+        return {"minutes": self.minutes, "elapsed_seconds": self.elapsed(), "decay_from": self.decay_from}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.spent_before = float(state["elapsed_seconds"])
+        self.decay_from = state.get("decay_from")
+        if self.started is not None:
+            self.start()
+
+    def load(self, folder: str | Path) -> bool:
+        """Continue the clock of the checkpoint `folder`; False if it has no record of one."""
+        path = Path(folder) / self.STATE_FILE
+        if not path.is_file():
+            return False
+        self.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
+        return True
+
+
+def clock_linear_schedule(
+    optimizer: torch.optim.Optimizer, warmup_steps: int, budget: TimeBudget
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """transformers' `linear` schedule with its decay counted in the budget's minutes instead of steps:
+    linear warmup over `warmup_steps` updates, then a linear decay that reaches zero as the clock stops the
+    run. A run ended by a time budget then ends at a learning rate of zero on a machine of any speed, where a
+    step-counted decay must guess how many steps fit. transformers has no schedule driven by wall time, so
+    this one is written here; the learning rate at a step depends on the machine's speed, as the step count
+    of any clock-ended run does."""
+
+    def factor(step: int) -> float:
+        if step < warmup_steps:
+            return step / max(1, warmup_steps)
+        spent = budget.fraction()
+        if budget.decay_from is None:
+            budget.decay_from = min(spent, 0.99)
+        return max(0.0, (1.0 - spent) / (1.0 - budget.decay_from))
+
+    # A closure, not a callable object: `LambdaLR.state_dict` would pickle an object's attributes (the budget)
+    # into the checkpoint; the budget keeps its own state.
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
 class TimeBudgetCallback(TrainerCallback):
     """Stops a Trainer run once its `TimeBudget` is spent; the Trainer then saves and evaluates as at the end
-    of any run."""
+    of any run. Each checkpoint records the time spent, so that a resumed run continues the clock."""
 
-    def __init__(self, minutes: float):
-        self.budget = TimeBudget(minutes)
+    def __init__(self, budget: TimeBudget):
+        self.budget = budget
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.budget.start()
@@ -303,19 +368,26 @@ class TimeBudgetCallback(TrainerCallback):
             control.should_save = args.save_strategy != "no"
             control.should_evaluate = args.eval_strategy != "no"
 
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        record = self.budget.state_dict()  # every process takes part in the reading
+        if state.is_world_process_zero and folder.is_dir():
+            (folder / TimeBudget.STATE_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+
 
 class TimeBudgetProgressCallback(ProgressCallback):
     """The training bar of a run with a time budget counts the budget's minutes, the step beside them: a bar
     of `max_steps` would promise steps (and hours) that a run stopped by the clock never reaches."""
 
-    def __init__(self, minutes: float):
+    def __init__(self, minutes: float, spent_minutes: float = 0.0):
         super().__init__()
         self.minutes = minutes
+        self.spent_minutes = spent_minutes  # before a resume
         self.started = 0.0
 
     def on_train_begin(self, args, state, control, **kwargs):
         if state.is_world_process_zero:
-            self.started = time.monotonic()
+            self.started = time.monotonic() - self.spent_minutes * 60
             self.training_bar = tqdm(
                 total=self.minutes,
                 desc="training",
@@ -437,6 +509,30 @@ class RecipeArguments:
     max_train_minutes: float | None = field(
         default=None, metadata={"help": "Stop training (and save) after this many minutes of wall time."}
     )
+    decay_by_clock: bool = field(
+        default=False,
+        metadata={
+            "help": "With lr_scheduler_type linear and max_train_minutes: decay to zero as the time budget "
+            "ends, not at max_steps (which is then only an upper bound)."
+        },
+    )
+
+    def check(self, training_args: Seq2SeqTrainingArguments) -> None:
+        """Refuse a combination that cannot be trained, naming the options to change."""
+        if not self.decay_by_clock:
+            return
+        if self.max_train_minutes is None:
+            raise ValueError(
+                "decay_by_clock decays the learning rate over the time budget: set --max_train_minutes too."
+            )
+        if SchedulerType(training_args.lr_scheduler_type) != SchedulerType.LINEAR:
+            raise ValueError(
+                "decay_by_clock is a linear decay: set --lr_scheduler_type linear (got "
+                f"{SchedulerType(training_args.lr_scheduler_type).value})."
+            )
+
+    def time_budget(self) -> TimeBudget | None:
+        return TimeBudget(self.max_train_minutes) if self.max_train_minutes is not None else None
 
 
 @dataclass
@@ -605,6 +701,7 @@ def prepare_training(
 
     from .saving import check_tokenizer_location
 
+    recipe_args.check(training_args)
     check_tokenizer_location(data_args.tokenizer)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
     # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
@@ -638,8 +735,12 @@ def run_training(
     if training_args.metric_for_best_model == TASK_METRIC:
         training_args.metric_for_best_model = data_args.task_spec.best_metric
     callbacks = [LossPlotCallback()]
-    if recipe_args.max_train_minutes is not None:
-        callbacks.append(TimeBudgetCallback(recipe_args.max_train_minutes))
+    budget = recipe_args.time_budget()
+    if budget is not None:
+        callbacks.append(TimeBudgetCallback(budget))
+        checkpoint = training_args.resume_from_checkpoint
+        if checkpoint and not budget.load(checkpoint):
+            logger.warning("%s holds no %s: the time budget starts again.", checkpoint, TimeBudget.STATE_FILE)
     trainer = TokenBudgetSeq2SeqTrainer(
         model=model,
         args=training_args,
@@ -652,10 +753,13 @@ def run_training(
         else None,
         callbacks=callbacks,
         max_tokens=data_args.max_tokens,
+        clock_decay=budget if recipe_args.decay_by_clock else None,
     )
     if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)
-        trainer.add_callback(TimeBudgetProgressCallback(recipe_args.max_train_minutes))
+        trainer.add_callback(
+            TimeBudgetProgressCallback(budget.minutes, spent_minutes=budget.spent_before / 60)
+        )
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     final = Path(training_args.output_dir) / "final"
     if trainer.is_world_process_zero():

@@ -160,6 +160,28 @@ def test_loop_stops_and_saves_when_its_time_budget_is_spent(tmp_path, word_token
     assert (tmp_path / "state-1").is_dir() and (final / "model.safetensors").exists()
 
 
+def test_loop_decays_over_its_clock_and_checkpoints_the_time_spent(tmp_path, word_tokenizer):
+    """With no warmup, the first update runs at the peak; the budget is spent by then, so the decay has
+    reached zero and the loop stops. The state folder holds the clock for a resume."""
+    args = _args(tmp_path, max_steps=1000, save_steps=500, warmup_steps=0, lr_scheduler_type="linear")
+    train_loop(
+        _model(),
+        word_tokenizer,
+        _features(word_tokenizer),
+        args,
+        MAX_TOKENS,
+        max_train_minutes=1e-9,
+        decay_by_clock=True,
+    )
+    (record,) = _records(tmp_path)
+    assert record["step"] == 1 and record["learning_rate"] == pytest.approx(args.learning_rate)
+    clocks = [
+        torch.load(path, weights_only=True) for path in (tmp_path / "state-1").glob("custom_checkpoint_*")
+    ]
+    clock = next(state for state in clocks if "elapsed_seconds" in state)
+    assert clock["elapsed_seconds"] > 0 and clock["decay_from"] == 0.0
+
+
 def test_both_loops_compute_the_same_update_under_gradient_accumulation(tmp_path, word_tokenizer):
     """Micro-batches of different token counts, accumulated three to an update: both loops divide the summed
     loss by the update's token count, so with plain SGD (the weights move by exactly the gradient times the

@@ -95,7 +95,9 @@ def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
         assert data_args.task == "series" and data_args.max_tokens == 4000
         assert (recipe_args.max_train_minutes, recipe_args.lr_scale) == (118, 0.8)
         assert (training_args.weight_decay, training_args.max_grad_norm) == (0.1, 1.0)
-        assert (training_args.lr_scheduler_type, training_args.max_steps) == ("linear", 9600)
+        # A linear decay that the clock ends, on a machine of any speed; max_steps only bounds it.
+        assert training_args.lr_scheduler_type == "linear" and recipe_args.decay_by_clock
+        assert training_args.max_steps >= 50_000
         assert load_config_overrides(model_args.config_overrides)["d_model"] == 192
     else:
         assert data_args.task == "translation" and data_args.max_tokens == 4096

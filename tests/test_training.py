@@ -6,7 +6,7 @@ import pytest
 import torch
 from datasets import Dataset
 from safetensors.torch import load_file
-from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments, get_scheduler
+from transformers import DataCollatorForSeq2Seq, Seq2SeqTrainingArguments, TrainerCallback, get_scheduler
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.training import (
@@ -16,10 +16,12 @@ from hf_vanilla_transformer.training import (
     LossPlotCallback,
     RecipeArguments,
     TimeBudget,
+    TimeBudgetCallback,
     TimeBudgetProgressCallback,
     TokenBudgetBatchSampler,
     TokenBudgetSeq2SeqTrainer,
     average_checkpoints,
+    clock_linear_schedule,
     last_checkpoints,
     paper_learning_rate,
     paper_peak_learning_rate,
@@ -181,6 +183,80 @@ def test_time_budget_is_spent_only_after_its_minutes():
     long = TimeBudget(60)
     long.start()
     assert not long.spent()
+
+
+class _SetClock(TimeBudget):
+    """A time budget whose clock the test sets (`now`, in seconds)."""
+
+    def __init__(self, minutes):
+        super().__init__(minutes)
+        self.now = 0.0
+
+    def elapsed(self):
+        return self.now
+
+
+def test_clock_decay_warms_up_by_steps_then_reaches_zero_as_the_budget_ends():
+    budget = _SetClock(10)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    (factor,) = clock_linear_schedule(optimizer, warmup_steps=4, budget=budget).lr_lambdas
+    assert [factor(step) for step in range(4)] == [0, 0.25, 0.5, 0.75]
+    budget.now = 60  # warmup ended a tenth into the budget: the decay starts from the peak there
+    assert factor(4) == 1.0
+    budget.now = 330  # half of the remaining time, whatever the step count
+    assert factor(50) == pytest.approx(0.5)
+    budget.now = 600
+    assert factor(90) == 0.0
+    budget.now = 700  # the step that runs while the run stops
+    assert factor(91) == 0.0
+
+
+def test_time_budget_continues_the_clock_of_a_checkpoint(tmp_path):
+    assert not TimeBudget(1).load(tmp_path)  # no record: the caller says the clock starts again
+    (tmp_path / TimeBudget.STATE_FILE).write_text(
+        json.dumps({"minutes": 1, "elapsed_seconds": 30.0, "decay_from": 0.1}), encoding="utf-8"
+    )
+    budget = TimeBudget(1)
+    assert budget.load(tmp_path) and budget.decay_from == 0.1
+    assert budget.elapsed() == 30.0  # before the run starts
+    budget.start()
+    assert 0.5 <= budget.fraction() < 0.6 and not budget.spent()
+
+
+def test_trainer_decays_over_the_clock_stops_at_its_end_and_records_it(tmp_path, word_tokenizer):
+    """Each step takes ten seconds of a two-minute budget: the Trainer warms up over 4 steps, decays linearly
+    in time, stops after step 12, and each checkpoint records the time spent for a resume."""
+    budget = _SetClock(2)
+
+    class Tick(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            budget.now += 10
+
+    trainer = _trainer(tmp_path, word_tokenizer, max_steps=1000)  # 4 warmup steps
+    trainer.clock_decay = budget
+    trainer.add_callback(Tick())  # before the budget's callback: a step's time has passed when it is read
+    trainer.add_callback(TimeBudgetCallback(budget))
+    trainer.train()
+    assert trainer.state.global_step == 12
+    rates = [r["learning_rate"] for r in trainer.state.log_history if "learning_rate" in r]
+    peak = trainer.args.learning_rate
+    # Logged at step n: the rate update n used, set after update n - 1 (m below), when the time of m - 1 steps
+    # (10 s each) had passed. The decay starts from the peak after update 4 (30 s), reaching zero at 120 s.
+    expected = [m / 4 if m < 4 else (1 - 10 * (m - 1) / 120) / (1 - 30 / 120) for m in range(12)]
+    assert rates == pytest.approx([peak * factor for factor in expected])
+    record = json.loads((tmp_path / "checkpoint-12" / TimeBudget.STATE_FILE).read_text(encoding="utf-8"))
+    assert record == {"minutes": 2, "elapsed_seconds": 120, "decay_from": 0.25}
+
+
+def test_clock_decay_needs_a_linear_schedule_and_a_time_budget():
+    args = Seq2SeqTrainingArguments(output_dir="unused", lr_scheduler_type="linear", report_to=[])
+    RecipeArguments(decay_by_clock=True, max_train_minutes=10).check(args)
+    with pytest.raises(ValueError, match="set --max_train_minutes too"):
+        RecipeArguments(decay_by_clock=True).check(args)
+    args.lr_scheduler_type = "inverse_sqrt"
+    with pytest.raises(ValueError, match="set --lr_scheduler_type linear .got inverse_sqrt"):
+        RecipeArguments(decay_by_clock=True, max_train_minutes=10).check(args)
+    RecipeArguments(max_train_minutes=10).check(args)  # a clock without the decay: any schedule
 
 
 def test_paper_learning_rate_scales_eq_3_unless_turned_off():

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Series expansion, end to end: 50,000 generated examples, series BPE, training (series.yaml: 9,600 steps
-# with weight decay 0.1 under a 118-minute guard), averaging of the last 5 checkpoints (§6.1), greedy and
-# beam-search evaluation on the 2,000-example test split.
+# Series expansion, end to end: 50,000 generated examples, series BPE, training (series.yaml: 118 minutes
+# by the clock, the learning rate decaying to zero as it ends), averaging of the last 5 checkpoints (§6.1),
+# greedy and beam-search evaluation on the 2,000-example test split.
 #   bash scripts/recipes/series.sh
 set -euo pipefail
 OUT=outputs/series-50k

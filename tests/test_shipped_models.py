@@ -106,6 +106,15 @@ def test_card_model_index_holds_the_reports_figures(folder):
         for value in report["metrics"].values()
         if isinstance(value, int | float)
     }
+    # and the breakdowns a series report adds (exact match on new expressions, say)
+    measured |= {
+        round(row["exact_match"], 2)
+        for report in reports
+        for rows in report.values()
+        if isinstance(rows, list)
+        for row in rows
+        if isinstance(row, dict) and "exact_match" in row
+    }
     for result in card.data.eval_results:
         assert round(result.metric_value, 2) in measured, (
             f"{folder.name}'s card gives {result.metric_type} = {result.metric_value}, which no report holds"
@@ -124,12 +133,28 @@ def test_card_usage_code_runs_against_the_folder(folder, tmp_path):
     assert run_without_package(script, cwd=tmp_path) == "ran"
 
 
-def test_readme_translates_with_the_shipped_model_as_shown_and_quietly(tmp_path):
-    """The README's first "Use" snippet, run from the repository's root as a newcomer runs it: it prints the
-    output the README shows, and transformers prints no warning on the way."""
+def _readme_use_snippets() -> list[str]:
+    """The snippets of the README's "Use" section that show their output (a `# [...]` line)."""
     readme = (ROOT / "README.md").read_text(encoding="utf-8")
-    code = re.search(r"## Use\n.*?```python\n(.*?)```", readme, re.S).group(1)
-    shown = re.search(r"^# (\[.*\])$", code, re.M).group(1)
+    section = re.search(r"^## Use\n(.*?)^## ", readme, re.S | re.M).group(1)
+    return [
+        code for code in re.findall(r"```python\n(.*?)```", section, re.S) if re.search(r"^# \[", code, re.M)
+    ]
+
+
+def test_readme_uses_both_shipped_models():
+    snippets = _readme_use_snippets()
+    for folder in SHIPPED:
+        assert any(f"model_cards/{folder.name}" in code for code in snippets), folder.name
+
+
+@pytest.mark.parametrize(
+    "code", _readme_use_snippets(), ids=lambda code: re.search(r"model_cards/([\w-]+)", code)[1]
+)
+def test_readme_snippet_prints_what_it_shows_and_quietly(code):
+    """A "Use" snippet, run from the repository's root as a newcomer runs it from a fresh clone: it prints the
+    output the README shows, and transformers prints no warning on the way."""
+    shown = re.findall(r"^# (\[.*\])$", code, re.M)
     result = subprocess.run(
         [sys.executable, "-c", code],
         capture_output=True,
@@ -139,7 +164,8 @@ def test_readme_translates_with_the_shipped_model_as_shown_and_quietly(tmp_path)
         stdin=subprocess.DEVNULL,
     )
     assert result.returncode == 0, result.stderr[-3000:]
-    assert result.stdout.strip().splitlines()[-1] == shown
+    printed = [line for line in result.stdout.strip().splitlines() if line.startswith("[")]
+    assert printed[: len(shown)] == shown
     noisy = [line for line in result.stderr.splitlines() if re.search(r"(?i)warn|deprecat|ignored", line)]
     assert not noisy, noisy
 

@@ -1,0 +1,301 @@
+"""Configuration of the encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017).
+
+The defaults are the paper's base model (Table 3, row "base"); variants used by popular tutorials
+(pre-LN, learned positions, untied vocabularies) are flags, not new classes.
+
+This file imports only `transformers` (and the standard library) so that a saved model folder can
+carry it for `trust_remote_code` loading.
+"""
+
+from numbers import Real
+from typing import Any, ClassVar
+
+from transformers import PreTrainedConfig
+
+POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+SINUSOID_LAYOUTS = ("interleaved", "halves")
+
+# Named presets: keyword overrides applied on top of the paper defaults.
+# "transformer-base" / "transformer-big" are Table 3 of the paper. The small ones are sized to train
+# on 2 CPU cores; "transformer-tiny" is for unit tests.
+PRESETS: dict[str, dict[str, Any]] = {
+    "transformer-base": {},
+    "transformer-big": {
+        "d_model": 1024,
+        "encoder_ffn_dim": 4096,
+        "decoder_ffn_dim": 4096,
+        "encoder_attention_heads": 16,
+        "decoder_attention_heads": 16,
+        "dropout": 0.3,  # Table 3: P_drop 0.3 for "big" (0.1 for its EN-FR run)
+    },
+    "transformer-small": {
+        "d_model": 256,
+        "encoder_layers": 3,
+        "decoder_layers": 3,
+        "encoder_attention_heads": 8,
+        "decoder_attention_heads": 8,
+        "encoder_ffn_dim": 1024,
+        "decoder_ffn_dim": 1024,
+    },
+    "transformer-mini": {
+        "d_model": 128,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 512,
+        "decoder_ffn_dim": 512,
+    },
+    "transformer-tiny": {
+        "d_model": 32,
+        "encoder_layers": 2,
+        "decoder_layers": 2,
+        "encoder_attention_heads": 4,
+        "decoder_attention_heads": 4,
+        "encoder_ffn_dim": 64,
+        "decoder_ffn_dim": 64,
+        "max_position_embeddings": 256,
+    },
+}
+
+
+def _check_positive_int(name: str, value: Any) -> None:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+
+
+def _check_probability(name: str, value: Any) -> None:
+    if not isinstance(value, Real) or isinstance(value, bool) or not 0.0 <= value < 1.0:
+        raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
+
+
+def _check_choice(choices: tuple[str, ...]):
+    def check(name: str, value: Any) -> None:
+        if value not in choices:
+            raise ValueError(f"Unknown `{name}` {value!r}; expected one of {choices}.")
+
+    return check
+
+
+# Checks of one field alone, run at construction and whenever the field (or its alias) is set afterwards.
+_FIELD_CHECKS = {
+    **dict.fromkeys(
+        (
+            "vocab_size",
+            "decoder_vocab_size",
+            "d_model",
+            "encoder_layers",
+            "decoder_layers",
+            "encoder_attention_heads",
+            "decoder_attention_heads",
+            "encoder_ffn_dim",
+            "decoder_ffn_dim",
+            "max_position_embeddings",
+        ),
+        _check_positive_int,
+    ),
+    **dict.fromkeys(
+        ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"), _check_probability
+    ),
+    "position_embedding_type": _check_choice(POSITION_EMBEDDING_TYPES),
+    "sinusoid_layout": _check_choice(SINUSOID_LAYOUTS),
+}
+
+# What each alias of `VanillaTransformerConfig.attribute_map` sets, for error messages.
+_ALIAS_NOTES = {
+    "hidden_size": "`hidden_size` sets `d_model`",
+    "num_attention_heads": "`num_attention_heads` sets `encoder_attention_heads` only, not "
+    "`decoder_attention_heads`",
+    "num_hidden_layers": "`num_hidden_layers` sets `encoder_layers` only, not `decoder_layers`",
+}
+
+# Set in an instance's `__dict__` once construction has finished: field checks on assignment start then.
+_CHECKING_FIELDS = "_vanilla_transformer_checks_fields"
+
+
+class VanillaTransformerConfig(PreTrainedConfig):
+    r"""
+    Configuration of [`VanillaTransformerModel`] / [`VanillaTransformerForConditionalGeneration`].
+
+    Defaults reproduce the base model of Vaswani et al. (2017): d_model 512, 6 encoder and 6 decoder
+    layers, 8 heads, d_ff 2048, ReLU, dropout 0.1 on sublayer outputs and on the sums of embeddings and
+    positions (§5.4), post-LayerNorm residual blocks (§3.1), sinusoidal positions (§3.5), token
+    embeddings scaled by sqrt(d_model) and one matrix shared by encoder input, decoder input and output
+    projection (§3.4), label smoothing 0.1 (§5.4).
+
+    Args:
+        vocab_size: size of the (shared) vocabulary; the encoder's vocabulary when untied.
+        decoder_vocab_size: size of the decoder's vocabulary; `None` means `vocab_size`. Must equal
+            `vocab_size` when `share_encoder_decoder_embeddings` is on.
+        d_model: width of every sublayer output (d_model in the paper).
+        encoder_layers / decoder_layers: N in the paper.
+        encoder_attention_heads / decoder_attention_heads: h in the paper.
+        encoder_ffn_dim / decoder_ffn_dim: inner width of the position-wise feed-forward network (d_ff).
+        activation_function: activation of the feed-forward network (the paper: ReLU, eq. 2).
+        dropout: P_drop, applied to every sublayer output and to embedding + position sums.
+        attention_dropout: dropout on attention weights (not in the paper; 0 by default).
+        activation_dropout: dropout after the feed-forward activation (not in the paper; 0 by default).
+        max_position_embeddings: longest sequence the position table covers. Sinusoidal positions are a
+            fixed table of this length; learned positions cannot go beyond it.
+        position_embedding_type: `"sinusoidal"` (§3.5) or `"learned"` (as bentrevett's notebook and the
+            series-expansion tutorial use).
+        sinusoid_layout: where the sines and cosines of sinusoidal positions go: `"interleaved"`, as §3.5
+            writes them (sin in even dimensions, cos in odd), or `"halves"`, all sines then all cosines, as
+            Marian and fairseq lay them out (the same values, permuted).
+        normalize_before: `False` is the paper's post-LN `LayerNorm(x + Sublayer(x))`; `True` is pre-LN
+            `x + Sublayer(LayerNorm(x))` with a final LayerNorm after each stack.
+        scale_embedding: multiply token embeddings by sqrt(d_model) (§3.4).
+        share_encoder_decoder_embeddings: one embedding matrix for encoder and decoder inputs (§3.4).
+        tie_word_embeddings: the output projection (`lm_head`) reuses the decoder input embedding (§3.4).
+        output_bias: a bias on the output projection, added to the logits. The paper has none (§3.4); the
+            series tutorial's output layer has one, and so do Marian checkpoints (`final_logits_bias`).
+        label_smoothing: epsilon_ls used by the loss when `labels` are given (§5.4).
+        layer_norm_eps: epsilon of every LayerNorm.
+        init_std: standard deviation of embedding initialisation; `None` means d_model ** -0.5, so that
+            scaled embeddings start with unit variance (as fairseq initialises this model).
+
+    The generic transformers names are aliases (`attribute_map`), for reading and for building:
+    `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
+    `encoder_layers`, the encoder's values only: the decoder keeps its own `decoder_attention_heads` and
+    `decoder_layers` (8 and 6 by default), so `num_attention_heads=4` leaves the decoder with 8 heads.
+
+    A configuration that cannot build a working model raises `ValueError`, whichever names build it (keywords,
+    `from_pretrained` overrides, `AutoConfig.for_model`). A field set after construction is checked on its own
+    at once (`config.dropout = 1.5` raises); how fields combine (`d_model` divisible by the head counts, one
+    vocabulary when shared) is checked when a model is built from the configuration and by `save_pretrained`,
+    so that fields can be edited one at a time through states that do not fit together yet (and
+    `resize_token_embeddings`, which sets `vocab_size` alone, keeps working).
+    """
+
+    model_type: ClassVar[str] = "vanilla_transformer"
+    # The Trainer leaves the decoder cache out of evaluation outputs: `cache` from transformers 5.24 on,
+    # `past_key_values` before.
+    keys_to_ignore_at_inference: ClassVar[list[str]] = ["cache", "past_key_values"]
+    attribute_map: ClassVar[dict[str, str]] = {
+        "hidden_size": "d_model",
+        "num_attention_heads": "encoder_attention_heads",
+        "num_hidden_layers": "encoder_layers",
+    }
+
+    vocab_size: int = 37000
+    decoder_vocab_size: int | None = None
+    d_model: int = 512
+    encoder_layers: int = 6
+    decoder_layers: int = 6
+    encoder_attention_heads: int = 8
+    decoder_attention_heads: int = 8
+    encoder_ffn_dim: int = 2048
+    decoder_ffn_dim: int = 2048
+    activation_function: str = "relu"
+    dropout: float = 0.1
+    attention_dropout: float = 0.0
+    activation_dropout: float = 0.0
+    max_position_embeddings: int = 1024
+    position_embedding_type: str = "sinusoidal"
+    sinusoid_layout: str = "interleaved"
+    normalize_before: bool = False
+    scale_embedding: bool = True
+    share_encoder_decoder_embeddings: bool = True
+    tie_word_embeddings: bool = True
+    output_bias: bool = False
+    label_smoothing: float = 0.1
+    layer_norm_eps: float = 1e-5
+    init_std: float | None = None
+    use_cache: bool = True
+    is_encoder_decoder: bool = True
+    # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.
+    pad_token_id: int | None = 0
+    bos_token_id: int | None = 1
+    eos_token_id: int | list[int] | None = 2
+    decoder_start_token_id: int | None = 1
+
+    def __post_init__(self, **kwargs):
+        # The base class would set alias keywords (`hidden_size=...`) after this method returns, past the
+        # checks below; set them on their fields first, so that the checks see the values the model will use.
+        aliases = {alias: kwargs.pop(alias) for alias in self.attribute_map if alias in kwargs}
+        for alias, value in aliases.items():
+            name = self.attribute_map[alias]
+            default = self.__dataclass_fields__[name].default
+            current = getattr(self, name)
+            if current != default and current != value:
+                raise ValueError(
+                    f"Got both `{name}={current!r}` and its alias `{alias}={value!r}`; pass only one of them."
+                )
+            setattr(self, name, value)
+        if self.decoder_vocab_size is None:
+            self.decoder_vocab_size = self.vocab_size
+        try:
+            self._validate()
+        except ValueError as error:
+            if not aliases:
+                raise
+            given = "; ".join(_ALIAS_NOTES[alias] for alias in aliases)
+            raise ValueError(f"{error} (Given by alias: {given}.)") from None
+        super().__post_init__(**kwargs)
+        # From here on a field is checked as it is set. The flag is ours, not the base class's private one, so
+        # that a transformers release renaming that cannot turn the checks off; `to_dict` leaves it out.
+        self.__dict__[_CHECKING_FIELDS] = True
+
+    def __setattr__(self, key: str, value: Any) -> None:
+        name = self.attribute_map.get(key, key)
+        # While the dataclass is being built, fields are set one by one and `__post_init__` checks them all.
+        if name in _FIELD_CHECKS and self.__dict__.get(_CHECKING_FIELDS, False):
+            _FIELD_CHECKS[name](name, value)
+        super().__setattr__(key, value)
+
+    def to_dict(self) -> dict[str, Any]:
+        output = super().to_dict()
+        output.pop(_CHECKING_FIELDS, None)
+        return output
+
+    @classmethod
+    def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
+        result = super().from_dict(config_dict, **kwargs)
+        # `from_pretrained(..., hidden_size=64)` sets keyword overrides one by one after construction: check
+        # how they combine once all are set.
+        (result[0] if isinstance(result, tuple) else result)._validate()
+        return result
+
+    def validate(self) -> None:
+        """Called by `save_pretrained`: the base class's checks, then this model's (see `_validate`)."""
+        super().validate()
+        self._validate()
+
+    def _validate(self) -> None:
+        """Reject configurations that cannot build a working model, naming the values and the fix."""
+        for name, check in _FIELD_CHECKS.items():
+            check(name, getattr(self, name))
+        for side in ("encoder", "decoder"):
+            heads = getattr(self, f"{side}_attention_heads")
+            if self.d_model % heads != 0:
+                raise ValueError(
+                    f"`d_model` ({self.d_model}) must be divisible by `{side}_attention_heads` ({heads}): "
+                    "each head gets d_model / heads dimensions. Choose a head count that divides "
+                    f"{self.d_model}."
+                )
+        if self.position_embedding_type == "sinusoidal" and self.d_model % 2 != 0:
+            raise ValueError(f"Sinusoidal positions need an even `d_model`, got {self.d_model}.")
+        if self.share_encoder_decoder_embeddings and self.decoder_vocab_size != self.vocab_size:
+            raise ValueError(
+                f"`share_encoder_decoder_embeddings=True` needs one vocabulary, but `vocab_size` is "
+                f"{self.vocab_size} and `decoder_vocab_size` is {self.decoder_vocab_size}. Set "
+                "`share_encoder_decoder_embeddings=False` for separate vocabularies, or make the sizes equal."
+            )
+        for name in ("pad_token_id", "bos_token_id", "decoder_start_token_id"):
+            value = getattr(self, name)
+            if value is not None and not 0 <= value < self.decoder_vocab_size:
+                raise ValueError(
+                    f"`{name}` ({value}) is outside the decoder vocabulary (size {self.decoder_vocab_size})."
+                )
+
+    @classmethod
+    def from_preset(cls, name: str, **overrides: Any) -> "VanillaTransformerConfig":
+        """Build a named preset (see `PRESETS`), with keyword overrides (e.g. `vocab_size=8000`)."""
+        if name not in PRESETS:
+            raise ValueError(f"Unknown preset {name!r}; available presets: {', '.join(PRESETS)}.")
+        # An override given by alias (`hidden_size=64`) replaces the preset's value of the field it names.
+        overrides = {cls.attribute_map.get(key, key): value for key, value in overrides.items()}
+        return cls(**{**PRESETS[name], **overrides})
+
+
+__all__ = ["PRESETS", "VanillaTransformerConfig"]

@@ -317,6 +317,13 @@ class TimeBudget:
         if self.started is not None:
             self.start()
 
+    def save(self, folder: str | Path, write: bool = True) -> None:
+        """Record the time spent in the checkpoint `folder`; every process calls it (the reading is shared),
+        the one with `write` writes."""
+        record = self.state_dict()
+        if write:
+            (Path(folder) / self.STATE_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+
     def load(self, folder: str | Path) -> bool:
         """Continue the clock of the checkpoint `folder`; False if it has no record of one."""
         path = Path(folder) / self.STATE_FILE
@@ -370,9 +377,7 @@ class TimeBudgetCallback(TrainerCallback):
 
     def on_save(self, args, state, control, **kwargs):
         folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
-        record = self.budget.state_dict()  # every process takes part in the reading
-        if state.is_world_process_zero and folder.is_dir():
-            (folder / TimeBudget.STATE_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+        self.budget.save(folder, write=state.is_world_process_zero and folder.is_dir())
 
 
 class TimeBudgetProgressCallback(ProgressCallback):

@@ -11,7 +11,6 @@ errors too.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import difflib
 import os
 import sys
@@ -19,11 +18,23 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 DEBUG_VARIABLE = "HF_VANILLA_TRANSFORMER_DEBUG"
+# Every script spells one thing one way; these spellings, from older versions of the scripts, are answered
+# with the current name.
+RENAMED_OPTIONS = {
+    "src_lang": "source_lang",
+    "tgt_lang": "target_lang",
+    "data_dir": "dataset",
+    "dataset_dir": "dataset",
+    "dataset_name": "dataset",
+    "output": "output_file",
+}
 PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def is_user_error(error: BaseException) -> bool:
     """Whether `error` is one of the package's messages to the user (see the module docstring)."""
+    if isinstance(error, UsageError):
+        return True
     if not isinstance(error, OSError | ValueError):
         return False
     frame = error.__traceback__
@@ -53,6 +64,9 @@ def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> s
         if not item.startswith("--"):
             continue
         name = item[2:].split("=", 1)[0]
+        if RENAMED_OPTIONS.get(name) in options:
+            hints.append(f"--{name} (now called --{RENAMED_OPTIONS[name]})")
+            continue
         close = difflib.get_close_matches(name, options, n=1)
         hints.append(f"--{name} (did you mean --{close[0]}?)" if close else f"--{name}")
     stray = [item for item in unknown if not item.startswith("--")]
@@ -61,33 +75,48 @@ def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> s
     return f"Unknown option(s): {', '.join(hints)}. `--help` lists the options."
 
 
-class ArgumentParser(argparse.ArgumentParser):
-    """argparse, with the closest real option suggested for an unknown one (checked before anything else, so
-    that a misspelt required option is not reported as missing)."""
+class UsageError(ValueError):
+    """A wrong combination of options, found by a script after parsing: a user error wherever it is raised."""
 
-    def parse_args(self, args=None, namespace=None):
-        args = sys.argv[1:] if args is None else list(args)
-        known = [option for action in self._actions for option in action.option_strings]
-        unknown = [
-            item
-            for item in args
-            if item.startswith("--")
-            and not any(option.startswith(item.split("=", 1)[0]) for option in known)  # abbreviations too
-        ]
-        if unknown:
-            self.error(
-                unknown_options_message(unknown, [option[2:] for option in known if option[:2] == "--"])
-            )
-        return super().parse_args(args, namespace)
+
+class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
+    """`--help` shows the script's docstring as written (its example commands) and each option's default."""
+
+
+def make_parser(*dataclass_types, description: str | None = None, usage: str | None = None):
+    """Every script's parser: its options are the fields of `dataclass_types`, read by transformers'
+    `HfArgumentParser` (the Trainer's own arguments are such dataclasses); `--help` starts with `description`,
+    the script's docstring."""
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser(
+        dataclass_types, description=description, usage=usage, formatter_class=HelpFormatter
+    )
+
+
+def parse_arguments(*dataclass_types, description: str | None = None, args: list[str] | None = None) -> tuple:
+    """`make_parser(*dataclass_types)` applied to the command line (or `args`), an unknown option answered by
+    the closest real one. Returns one instance of each dataclass."""
+    return parse_dataclasses(make_parser(*dataclass_types, description=description), args)
 
 
 def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
     """`HfArgumentParser.parse_args_into_dataclasses`, with an unknown option answered by the closest real
-    one (as a `ValueError`, a user error) instead of transformers' traceback."""
-    *parsed, unknown = parser.parse_args_into_dataclasses(
-        args=args, look_for_args_file=False, return_remaining_strings=True
-    )
+    one (as a `ValueError`, a user error) instead of transformers' traceback. Unknown options are looked for
+    first, so that a misspelt required option is not reported as missing."""
+    args = sys.argv[1:] if args is None else list(args)
+    known = [option for action in parser._actions for option in action.option_strings]
+    unknown = [
+        item
+        for item in args
+        if item.startswith("--")
+        and not any(option.startswith(item.split("=", 1)[0]) for option in known)  # abbreviations too
+    ]
+    if not unknown:
+        *parsed, unknown = parser.parse_args_into_dataclasses(
+            args=args, look_for_args_file=False, return_remaining_strings=True
+        )
     if unknown:
-        options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
-        raise ValueError(unknown_options_message(unknown, options))
+        names = [option[2:] for option in known if option.startswith("--")]
+        raise ValueError(unknown_options_message(unknown, names))
     return tuple(parsed)

@@ -23,8 +23,8 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
 from .data.translation import load_translation_dataset
-from .metrics import load_series_metric, load_translation_metric
-from .metrics.tokenized_bleu import tokenized_bleu
+from .evaluation.metrics import load_series_metric, load_translation_metric
+from .evaluation.metrics.tokenized_bleu import tokenized_bleu
 from .series.renamings import add_symbol_renamings, held_out_expressions
 from .series.reports import ROW_FORMATS, series_breakdowns
 from .tokenization import (
@@ -58,7 +58,7 @@ class Task:
         """`(column, key)` of the source and of the target text."""
         raise NotImplementedError
 
-    def load_raw(self, args: DataArguments) -> DatasetDict:
+    def load_raw(self, args: DatasetArguments) -> DatasetDict:
         """The task's `DatasetDict` (train / validation / test), checked for the columns it needs."""
         raise NotImplementedError
 
@@ -90,14 +90,19 @@ class Task:
         """Extra metrics and extra report sections (breakdowns) of an evaluation report."""
         return {}, {}
 
-    def tokenizer_options(
-        self, integer_digits: bool = False, tutorial_vocabulary: bool = False
-    ) -> dict[str, Any]:
-        """Task-specific options of `train_tokenizer`; a `ValueError` for one the task does not have."""
-        for name, value in (("integer_digits", integer_digits), ("tutorial_vocabulary", tutorial_vocabulary)):
-            if value:
-                raise ValueError(f"`{name}` applies to the series task only; drop it for task {self.name!r}.")
-        return {}
+    tokenizer_option_names: tuple[str, ...] = ()  # the task's own switches of `train_tokenizer`
+
+    def tokenizer_options(self, **options: bool) -> dict[str, Any]:
+        """The task's options of `train_tokenizer` among `options`; a `ValueError` for one that is set but
+        belongs to another task."""
+        for name, value in options.items():
+            if value and name not in self.tokenizer_option_names:
+                owners = [task.name for task in TASKS.values() if name in task.tokenizer_option_names]
+                raise ValueError(
+                    f"`{name}` applies to the {' and '.join(owners)} task only; drop it for task "
+                    f"{self.name!r}."
+                )
+        return {name: value for name, value in options.items() if name in self.tokenizer_option_names}
 
     def train_tokenizer(self, corpus, vocab_size: int, **options):
         """Train a BPE tokenizer for the task (`tokenization.train_*_tokenizer`) on texts or text files."""
@@ -112,6 +117,7 @@ class TranslationTask(Task):
     name = "translation"
     best_metric = "bleu"
     tokenizer_columns = ("translation",)
+    tokenizer_option_names = ("split_punctuation",)
 
     def check_arguments(self, args: DataArguments) -> None:
         if args.symbol_renamings:
@@ -167,6 +173,7 @@ class SeriesTask(Task):
     name = "series"
     best_metric = "exact_match"
     tokenizer_columns = ("expression", "series")
+    tokenizer_option_names = ("integer_digits", "tutorial_vocabulary")
     # A series is several times longer than its expression, so source length + 50 would cut it.
     output_length_from_config = True
     lossless_tokenizer = True
@@ -205,12 +212,12 @@ class SeriesTask(Task):
     def report_details(self, metric, sources, predictions, references, train_sources, args):
         return {}, series_breakdowns(sources, predictions, references, train_sources)
 
-    def tokenizer_options(self, integer_digits=False, tutorial_vocabulary=False):
-        if integer_digits and tutorial_vocabulary:
+    def tokenizer_options(self, **options):
+        if options.get("integer_digits") and options.get("tutorial_vocabulary"):
             raise ValueError(
                 "`integer_digits` is for BPE vocabularies; the tutorial's has single digits already."
             )
-        return {"integer_digits": integer_digits, "tutorial_vocabulary": tutorial_vocabulary}
+        return super().tokenizer_options(**options)
 
     def train_tokenizer(self, corpus, vocab_size, tutorial_vocabulary: bool = False, **options):
         if tutorial_vocabulary:  # fixed, not learned: the corpus and the BPE options do not apply
@@ -232,23 +239,49 @@ def get_task(name: str) -> Task:
 
 
 @dataclass
-class DataArguments:
-    """Which data to train and evaluate on, and how to tokenize it."""
+class DatasetArguments:
+    """Which data set: what evaluation reads, and the first half of training's `DataArguments`."""
 
     task: str = field(default="series", metadata={"help": f"One of {', '.join(TASKS)}."})
-    dataset: str = field(
-        default="outputs/data/series",
+    dataset: str | None = field(
+        default=None,
         metadata={
-            "help": "A `save_to_disk` folder, a folder of parquet/JSON Lines files, a folder of line-aligned "
-            "text files (translation: train.de.gz, ...), or a Hub name (e.g. wmt14, bentrevett/multi30k)."
+            "help": "Required. A `save_to_disk` folder, a folder of parquet/JSON Lines files, a folder of "
+            "line-aligned text files (translation: train.de.gz, ...), or a Hub name (e.g. wmt14, "
+            "bentrevett/multi30k)."
         },
     )
     dataset_config: str | None = field(default=None, metadata={"help": "Hub dataset config, e.g. de-en."})
-    tokenizer: str = field(
-        default="outputs/tokenizers/series", metadata={"help": "Tokenizer folder or Hub name."}
-    )
     source_lang: str = field(default="de", metadata={"help": "Translation source language."})
     target_lang: str = field(default="en", metadata={"help": "Translation target language."})
+
+    def __post_init__(self):
+        get_task(self.task)
+
+    @property
+    def task_spec(self) -> Task:
+        """The `Task` object of `task`."""
+        return get_task(self.task)
+
+    def load_raw(self) -> DatasetDict:
+        """The task's raw splits of `dataset`."""
+        if not self.dataset:
+            maker = "prepare_translation.py" if self.task == "translation" else "generate_series.py"
+            raise ValueError(
+                f"No data set given: pass --dataset (a prepared folder or a Hub name; `python "
+                f"scripts/{maker} --help` says how to make one)."
+            )
+        return self.task_spec.load_raw(self)
+
+
+@dataclass
+class DataArguments(DatasetArguments):
+    """Which data to train on, and how to tokenize and batch it."""
+
+    tokenizer: str | None = field(
+        default=None,
+        metadata={"help": "Required. Tokenizer folder (scripts/train_tokenizer.py) or Hub name."},
+    )
     max_source_length: int = field(default=256, metadata={"help": "Longer pairs are dropped (and counted)."})
     max_target_length: int = field(default=256, metadata={"help": "Longer pairs are dropped (and counted)."})
     max_train_examples: int | None = field(
@@ -280,22 +313,17 @@ class DataArguments:
     )
 
     def __post_init__(self):
-        task = get_task(self.task)
+        super().__post_init__()
         if self.symbol_renamings < 0:
             raise ValueError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
         if not 0 <= self.max_unknown_token_share <= 1:
             raise ValueError(
                 f"`max_unknown_token_share` must be in [0, 1], got {self.max_unknown_token_share}."
             )
-        task.check_arguments(self)
-
-    @property
-    def task_spec(self) -> Task:
-        """The `Task` object of `task`."""
-        return get_task(self.task)
+        self.task_spec.check_arguments(self)
 
 
-def load_split_texts(args: DataArguments, split) -> tuple[list[str], list[str]]:
+def load_split_texts(args: DatasetArguments, split) -> tuple[list[str], list[str]]:
     """Source and target texts of one split (a `Dataset`) of the task's raw data."""
     texts = []
     for column, key in args.task_spec.text_fields(args):
@@ -308,7 +336,7 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     """Load, subsample (if asked), augment (if asked) and tokenize the task's data; too-long pairs are dropped
     and counted, and a tokenizer that does not fit the data is refused (`check_tokenizer_fits`)."""
     task = args.task_spec
-    raw = task.load_raw(args)
+    raw = args.load_raw()
     held_out = task.held_out_data(raw, args)  # before `max_eval_examples` cuts the held-out splits
     for split, limit in (
         ("train", args.max_train_examples),
@@ -356,7 +384,7 @@ def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase,
     chars_per_token = chars / max(1, num_tokens - len(sequences))
     fix = (
         f"Train a tokenizer on this data (`python scripts/train_tokenizer.py --task {args.task} "
-        f"--dataset_dir <data> --output_dir <folder>`) and pass it with --tokenizer"
+        f"--dataset <data> --output_dir <folder>`) and pass it with --tokenizer"
     )
     where = f"of the tokens of {rows.num_rows} pairs of {args.dataset} tokenized with {args.tokenizer}"
     if share > args.max_unknown_token_share:

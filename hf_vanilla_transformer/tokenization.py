@@ -59,6 +59,11 @@ SERIES_ALPHABET = tuple(string.printable)
 # Likewise for translation, minus whitespace (Metaspace turns spaces into "▁"): an ASCII letter missing
 # from a small corpus (a "Q" in Multi30k's first lines) still decodes instead of becoming <unk>.
 TRANSLATION_ALPHABET = tuple(string.ascii_letters + string.digits + string.punctuation)
+# With `split_punctuation`, each punctuation character is its own pre-token, keeping the "▁" of a preceding
+# space ("▁Fahrrad", "." and "▁(", "x", ")"): merges cannot glue punctuation to words, so "Fahrrad." does
+# not spend a vocabulary entry beside "Fahrrad". Standard MT pipelines split punctuation before BPE likewise
+# (Moses' tokenizer); here the split is undone exactly by the Metaspace decoder.
+PUNCTUATION_PATTERN = METASPACE + r"?\p{P}"
 
 TextSource = str | os.PathLike | Sequence[str | os.PathLike] | Iterable[str]
 
@@ -192,6 +197,7 @@ def train_translation_tokenizer(
     vocab_size: int = 8000,
     *,
     min_frequency: int = 2,
+    split_punctuation: bool = False,
     model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
     show_progress: bool = True,
     output_dir: str | os.PathLike | None = None,
@@ -212,6 +218,8 @@ def train_translation_tokenizer(
             printable ASCII characters) plus the corpus's other characters. Multi30k (29k pairs): ~8000.
             The paper used 37000 for WMT14 English-German.
         min_frequency: a pair of tokens seen fewer times is never merged.
+        split_punctuation: make every punctuation character a token boundary before BPE
+            (`PUNCTUATION_PATTERN`), so no token mixes letters and punctuation; decoding stays exact.
         model_max_length: longest sequence the model accepts (its `max_position_embeddings`).
         show_progress: show the trainer's progress bars.
         output_dir: if given, `save_pretrained` the tokenizer there.
@@ -220,6 +228,10 @@ def train_translation_tokenizer(
     tokenizer = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always")
+    if split_punctuation:
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [tokenizer.pre_tokenizer, pre_tokenizers.Split(Regex(PUNCTUATION_PATTERN), behavior="isolated")]
+        )
     tokenizer.decoder = decoders.Metaspace(replacement=METASPACE, prepend_scheme="always")
     trainer = _bpe_trainer(vocab_size, min_frequency, TRANSLATION_ALPHABET, show_progress)
     _train(tokenizer, files_or_iterator, trainer, vocab_size)
@@ -347,6 +359,7 @@ __all__ = [
     "EOS_TOKEN_ID",
     "PAD_TOKEN",
     "PAD_TOKEN_ID",
+    "PUNCTUATION_PATTERN",
     "SERIES_ALPHABET",
     "SPECIAL_TOKENS",
     "TRANSLATION_ALPHABET",

@@ -5,22 +5,21 @@ averaged the last 5 checkpoints for base models and the last 20 for big ones).
         --output_dir outputs/multi30k-de-en/averaged
 """
 
-import argparse
+from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import ArgumentParser, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.training import average_checkpoints, last_checkpoints
 
 
+@dataclass
+class AverageArguments:
+    run_dir: str = field(metadata={"help": "A Trainer output_dir holding checkpoint-<step> folders."})
+    output_dir: str = field(metadata={"help": "Where to write the averaged model."})
+    last: int = field(default=5, metadata={"help": "How many of the most recent checkpoints to average."})
+
+
 def main() -> None:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--run_dir", required=True, help="A Trainer output_dir holding checkpoint-<step> folders."
-    )
-    parser.add_argument(
-        "--last", type=int, default=5, help="How many of the most recent checkpoints to average."
-    )
-    parser.add_argument("--output_dir", required=True, help="Where to write the averaged model.")
-    args = parser.parse_args()
+    (args,) = parse_arguments(AverageArguments, description=__doc__)
     checkpoints = last_checkpoints(args.run_dir, args.last)
     print("Averaging", ", ".join(c.name for c in checkpoints))
     print(f"Wrote {average_checkpoints(checkpoints, args.output_dir)}")

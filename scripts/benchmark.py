@@ -1,5 +1,6 @@
 """Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one
-run; prints a table of our/Marian ratios and writes JSON. The measurements live in `benchmarks/harness.py`.
+run; prints a table of our/Marian ratios and writes JSON. The measurements live in
+`hf_vanilla_transformer.benchmarks.harness`.
 
     python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --compile  # outputs/benchmark.json
 
@@ -15,51 +16,53 @@ The run ends with the tables of docs/benchmarks.md in Markdown; --markdown_from 
 saved run.
 """
 
-import argparse
 import json
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from transformers.utils import logging as hf_logging
 
-# benchmarks/ sits beside this script, and a script's folder is on sys.path.
-from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
-from hf_vanilla_transformer.cli import ArgumentParser, run_script
+from hf_vanilla_transformer.benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
+from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+
+
+@dataclass
+class BenchmarkArguments:
+    shapes: list[str] = field(
+        default_factory=lambda: ["S", "base"],
+        metadata={
+            "help": "Model sizes to compare: S (d_model 256, 3+3 layers), base (512, 6+6), multi30k-recipe "
+            "(256, 3+3, d_ff 1024); tiny only checks that the harness runs.",
+            "choices": sorted(SHAPES),
+        },
+    )
+    repeats: int = field(default=3, metadata={"help": "Interleaved rounds; figures are medians."})
+    ctranslate2: bool = field(
+        default=False, metadata={"help": "Also time our model exported to CTranslate2."}
+    )
+    compile: bool = field(
+        default=False, metadata={"help": "Also time greedy generate() with a static cache + torch.compile."}
+    )
+    profile: str | None = field(
+        default=None,
+        metadata={"help": "Profile one shape instead of benchmarking.", "choices": sorted(SHAPES)},
+    )
+    output_file: str = field(
+        default="outputs/benchmark.json", metadata={"help": "JSON file for the results."}
+    )
+    markdown_from: str | None = field(
+        default=None,
+        metadata={"help": "Print the tables of docs/benchmarks.md from an earlier run's JSON file and stop."},
+    )
 
 
 def main() -> None:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--shapes",
-        nargs="+",
-        default=["S", "base"],
-        choices=sorted(SHAPES),
-        help="Model sizes to compare: S (d_model 256, 3+3 layers), base (512, 6+6), multi30k-recipe (256, "
-        "3+3, d_ff 1024); tiny only checks that the harness runs.",
-    )
-    parser.add_argument("--repeats", type=int, default=3, help="Interleaved rounds; figures are medians.")
-    parser.add_argument(
-        "--ctranslate2", action="store_true", help="Also time our model exported to CTranslate2."
-    )
-    parser.add_argument(
-        "--compile",
-        action="store_true",
-        help="Also time greedy generate() with a static cache + torch.compile.",
-    )
-    parser.add_argument(
-        "--profile", choices=sorted(SHAPES), help="Profile one shape instead of benchmarking."
-    )
-    parser.add_argument("--output", default="outputs/benchmark.json", help="JSON file for the results.")
-    parser.add_argument(
-        "--markdown_from",
-        metavar="JSON",
-        help="Print the tables of docs/benchmarks.md from an earlier run's JSON and stop.",
-    )
-    args = parser.parse_args()
+    (args,) = parse_arguments(BenchmarkArguments, description=__doc__)
     if args.markdown_from:
         try:
             print(format_markdown(json.loads(Path(args.markdown_from).read_text())))
         except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
-            parser.error(f"--markdown_from {args.markdown_from}: {error}")
+            raise UsageError(f"--markdown_from {args.markdown_from}: {error}") from None
         return
     # generate() warns on every call that max_new_tokens overrides max_length.
     hf_logging.set_verbosity_error()
@@ -69,9 +72,9 @@ def main() -> None:
     results = run_benchmark(
         args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2, compile=args.compile
     )
-    Path(args.output).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output).write_text(json.dumps(results, indent=2))
-    print(f"\n{format_markdown(results)}\n\nWrote {args.output}")
+    Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.output_file).write_text(json.dumps(results, indent=2))
+    print(f"\n{format_markdown(results)}\n\nWrote {args.output_file}")
 
 
 if __name__ == "__main__":

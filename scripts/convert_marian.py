@@ -7,22 +7,21 @@ that computes what the Marian model computes and decodes as it did.
 Needs `pip install -e ".[marian]"` (sentencepiece, for Marian's tokenizers); a Hub id needs the network.
 """
 
-import argparse
+from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import ArgumentParser, run_script
-from hf_vanilla_transformer.marian import convert_marian
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.interop.marian import convert_marian
+
+
+@dataclass
+class ConvertArguments:
+    model: str = field(metadata={"help": "A MarianMTModel folder or Hub id."})
+    output_dir: str = field(metadata={"help": "Where to write the converted folder."})
 
 
 def main() -> None:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="A MarianMTModel folder or Hub id.")
-    parser.add_argument("--output_dir", required=True, help="Where to write the converted folder.")
-    args = parser.parse_args()
-    try:
-        folder = convert_marian(args.model, args.output_dir)
-    except (FileNotFoundError, ValueError) as error:  # a wrong path or not a Marian model: say which
-        parser.error(str(error))
-    print(f"Wrote {folder}")
+    (args,) = parse_arguments(ConvertArguments, description=__doc__)
+    print(f"Wrote {convert_marian(args.model, args.output_dir)}")
 
 
 if __name__ == "__main__":

@@ -1,7 +1,7 @@
 r"""Start the demo page (scripts/demo.py), open it in headless Chromium, wait until the first tab has run its
 example and the browser shows the heat map, and save a screenshot of the page (how docs/demo.png is made).
 
-    python scripts/demo_screenshot.py --model series=outputs/series-50k/averaged --output docs/demo.png
+    python scripts/demo_screenshot.py --model series=outputs/series-50k/averaged --output_file docs/demo.png
 
 Needs Chromium (Debian: `apt install chromium`) and `pip install -e ".[demo]"`. The browser is driven over
 the DevTools protocol on a pipe (`--remote-debugging-pipe`), which needs nothing beyond the standard library:
@@ -10,7 +10,6 @@ a one-shot `chromium --screenshot` fires before the page's first result arrives.
 
 from __future__ import annotations
 
-import argparse
 import base64
 import fcntl
 import json
@@ -20,9 +19,10 @@ import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from hf_vanilla_transformer.cli import ArgumentParser, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 
 # True once the first tab's heat map is an image the browser has loaded (not the empty placeholder).
 HEAT_MAP_SHOWN = (
@@ -151,13 +151,16 @@ def take_screenshot(
     return output
 
 
+@dataclass
+class ScreenshotArguments:
+    model: list[str] = field(metadata={"help": "As demo.py's --model; repeatable.", "action": "extend"})
+    output_file: str = field(default="docs/demo.png", metadata={"help": "PNG file to write."})
+    timeout: float = field(default=300, metadata={"help": "Seconds to wait for the page."})
+
+
 def main() -> None:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", action="append", required=True, help="As demo.py's --model; repeatable.")
-    parser.add_argument("--output", default="docs/demo.png", help="PNG file to write.")
-    parser.add_argument("--timeout", type=float, default=300, help="Seconds to wait for the page.")
-    args = parser.parse_args()
-    print(f"Wrote {take_screenshot(args.model, Path(args.output), timeout=args.timeout)}")
+    (args,) = parse_arguments(ScreenshotArguments, description=__doc__)
+    print(f"Wrote {take_screenshot(args.model, Path(args.output_file), timeout=args.timeout)}")
 
 
 if __name__ == "__main__":

@@ -12,90 +12,27 @@ for 12 hours (base) or 3.5 days (big). Current GPUs in bfloat16 are assumed to r
 dense bfloat16 peak; pass --utilisation to assume another.
 """
 
-import argparse
+from dataclasses import dataclass, field
 
-import torch
-
-# benchmarks/ sits beside this script, and a script's folder is on sys.path.
-from benchmarks.harness import training_flops_per_step
-from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.cli import ArgumentParser, run_script
-
-TOKENS_PER_STEP = 25_000  # per side (§5.1)
-P100_FP32_TFLOPS = 9.3
-# preset: (steps, the paper's hours on 8 P100s) (§5.2)
-PAPER_RUNS = {"transformer-base": (100_000, 12.0), "transformer-big": (300_000, 3.5 * 24)}
-# Dense bfloat16 tensor-core peaks from the vendors' data sheets, TFLOP/s.
-GPUS = {"NVIDIA L4": 121.0, "NVIDIA A100": 312.0, "NVIDIA H100 SXM": 989.0}
+from hf_vanilla_transformer.benchmarks.gpu_estimate import estimate, format_table
+from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
 
 
-def flops_per_step(preset: str, vocab_size: int) -> tuple[float, int]:
-    """Training FLOPs of one step of the paper's batch, and the parameter count, of a preset's model."""
-    config = VanillaTransformerConfig.from_preset(preset, vocab_size=vocab_size)
-    with torch.device("meta"):  # shapes only: no memory, no initialisation
-        model = VanillaTransformerForConditionalGeneration(config)
-    parameters = sum(p.numel() for p in model.parameters())
-    return training_flops_per_step(model, TOKENS_PER_STEP, TOKENS_PER_STEP), parameters
-
-
-def estimate(vocab_size: int, utilisation: float | None) -> list[dict]:
-    rows = []
-    for preset, (steps, paper_hours) in PAPER_RUNS.items():
-        per_step, parameters = flops_per_step(preset, vocab_size)
-        total = per_step * steps
-        implied = total / (paper_hours * 3600 * 8 * P100_FP32_TFLOPS * 1e12)
-        assumed = implied if utilisation is None else utilisation
-        hours = {gpu: total / (peak * 1e12 * assumed) / 3600 for gpu, peak in GPUS.items()}
-        rows.append(
-            {
-                "preset": preset,
-                "parameters": parameters,
-                "steps": steps,
-                "flops_per_step": per_step,
-                "total_flops": total,
-                "paper_hours_8_p100": paper_hours,
-                "paper_utilisation": implied,
-                "assumed_utilisation": assumed,
-                "hours_1_gpu": hours,
-            }
-        )
-    return rows
-
-
-def format_table(rows: list[dict]) -> str:
-    header = "| model | parameters | training FLOPs | paper: 8 x P100 | " + " | ".join(
-        f"{gpu}: 1 GPU (8 GPUs)" for gpu in GPUS
+@dataclass
+class EstimateArguments:
+    vocab_size: int = field(default=37_000, metadata={"help": "The joint BPE vocabulary's size."})
+    utilisation: float | None = field(
+        default=None,
+        metadata={
+            "help": "Share of the GPUs' bfloat16 peak assumed reached (default: what the paper's runs imply)."
+        },
     )
-    lines = [header + " |", "|" + "---|" * (4 + len(GPUS))]
-    for row in rows:
-        cells = [
-            row["preset"],
-            f"{row['parameters'] / 1e6:.0f}M",
-            f"{row['total_flops']:.2e} ({row['steps']:,} steps)",
-            f"{row['paper_hours_8_p100']:.0f} h (utilisation {row['paper_utilisation']:.0%})",
-            *(f"{hours:.1f} h ({hours / 8:.1f} h)" for hours in row["hours_1_gpu"].values()),
-        ]
-        lines.append("| " + " | ".join(cells) + " |")
-    assumed = ", ".join(f"{row['preset']} {row['assumed_utilisation']:.0%}" for row in rows)
-    lines.append(
-        f"\nEstimates from FLOPs, not measurements: an assumed utilisation of the bfloat16 peak ({assumed}), "
-        "and 8 GPUs 8 times as fast as one."
-    )
-    return "\n".join(lines)
 
 
 def main() -> None:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--vocab_size", type=int, default=37_000, help="The joint BPE vocabulary's size.")
-    parser.add_argument(
-        "--utilisation",
-        type=float,
-        default=None,
-        help="Share of the GPUs' bfloat16 peak assumed reached (default: what the paper's runs imply).",
-    )
-    args = parser.parse_args()
+    (args,) = parse_arguments(EstimateArguments, description=__doc__)
     if args.utilisation is not None and not 0 < args.utilisation <= 1:
-        parser.error(f"--utilisation must be in (0, 1], got {args.utilisation}.")
+        raise UsageError(f"--utilisation must be in (0, 1], got {args.utilisation}.")
     print(format_table(estimate(args.vocab_size, args.utilisation)))
 
 

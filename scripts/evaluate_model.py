@@ -12,16 +12,14 @@ penalty 0.6, unless flags say otherwise), the task's metrics, a JSON report with
 
 import logging
 
-from transformers import HfArgumentParser
-
-from hf_vanilla_transformer.cli import parse_dataclasses, run_script
-from hf_vanilla_transformer.evaluation import EvaluationArguments, evaluate_model, format_report
-from hf_vanilla_transformer.tasks import DataArguments
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model, format_report
+from hf_vanilla_transformer.tasks import DatasetArguments
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    eval_args, data_args = parse_dataclasses(HfArgumentParser((EvaluationArguments, DataArguments)))
+    eval_args, data_args = parse_arguments(EvaluationArguments, DatasetArguments, description=__doc__)
     report = evaluate_model(eval_args, data_args)
     print(format_report(report, eval_args.show_examples))
 

@@ -11,18 +11,12 @@ import json
 import sys
 from dataclasses import asdict
 
-from transformers import HfArgumentParser
-
-from hf_vanilla_transformer.cli import parse_dataclasses, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.series.dataset import SeriesDataArguments, generate_series_dataset
 
 
 def main(argv: list[str] | None = None) -> dict:
-    parser = HfArgumentParser(SeriesDataArguments)
-    try:
-        (args,) = parse_dataclasses(parser, argv)
-    except ValueError as exc:  # raised by SeriesDataArguments.__post_init__; say it without a traceback
-        parser.error(str(exc))
+    (args,) = parse_arguments(SeriesDataArguments, description=__doc__, args=argv)
     options = asdict(args)
     summary = generate_series_dataset(options.pop("output_dir"), options.pop("num_examples"), **options)
     print(json.dumps({k: summary[k] for k in ("splits", "drops", "lengths_chars", "seconds")}, indent=2))

@@ -2,56 +2,43 @@ r"""Build a translation DatasetDict (Hub schema) from the Hub, a local dataset o
 save it to disk.
 
     # Multi30k from the Hub (bentrevett/multi30k: columns `en` and `de`, packed into `translation`)
-    python scripts/prepare_translation.py --dataset_name bentrevett/multi30k --src_lang de --tgt_lang en \
+    python scripts/prepare_translation.py --dataset bentrevett/multi30k --source_lang de --target_lang en \
         --output_dir outputs/data/multi30k-de-en
 
     # Multi30k's raw files (train.de.gz, val.de.gz, test_2016_flickr.de.gz, ... in one folder)
-    python scripts/prepare_translation.py --data_dir path/to/multi30k --src_lang de --tgt_lang en \
+    python scripts/prepare_translation.py --dataset path/to/multi30k --source_lang de --target_lang en \
         --output_dir outputs/data/multi30k-de-en
 
     # ... and tokenize it too (saved to --output_dir + "-tokenized" unless --tokenized_output_dir is given)
-    python scripts/prepare_translation.py --data_dir path/to/multi30k --src_lang de --tgt_lang en \
+    python scripts/prepare_translation.py --dataset path/to/multi30k --source_lang de --target_lang en \
         --output_dir outputs/data/multi30k-de-en --tokenizer outputs/tokenizers/multi30k-de-en-bpe8k
 
     # Any other Hub dataset, or a local save_to_disk / parquet / JSON Lines folder (the Hub needs the network)
-    python scripts/prepare_translation.py --dataset_name wmt/wmt14 --dataset_config de-en --src_lang de \
-        --tgt_lang en --output_dir outputs/data/wmt14-de-en
+    python scripts/prepare_translation.py --dataset wmt/wmt14 --dataset_config de-en --source_lang de \
+        --target_lang en --output_dir outputs/data/wmt14-de-en
 """
 
 import logging
 from dataclasses import dataclass, field
 
-from transformers import HfArgumentParser
-
-from hf_vanilla_transformer.cli import parse_dataclasses, run_script
-from hf_vanilla_transformer.data.translation import (
-    load_parallel_text,
-    load_translation_dataset,
-    tokenize_translation,
-)
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.data.translation import load_translation_dataset, tokenize_translation
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
 
 @dataclass
 class PrepareArguments:
-    src_lang: str = field(metadata={"help": "Source language code, e.g. de."})
-    tgt_lang: str = field(metadata={"help": "Target language code, e.g. en."})
-    output_dir: str = field(metadata={"help": "Where to save the DatasetDict (save_to_disk)."})
-    data_dir: str | None = field(
-        default=None,
-        metadata={"help": "Folder of line-aligned text files in Multi30k's layout (train.de.gz, ...)."},
-    )
-    dataset_name: str | None = field(
-        default=None,
+    dataset: str = field(
         metadata={
-            "help": "Instead of --data_dir: a Hub dataset (e.g. bentrevett/multi30k, wmt/wmt14), a local "
-            "save_to_disk/parquet/JSON Lines folder, or a folder of text files as for --data_dir. Datasets "
-            "with one column per language (en, de) are packed into a `translation` column."
-        },
+            "help": "A Hub dataset (e.g. bentrevett/multi30k, wmt/wmt14), a local save_to_disk/parquet/JSON "
+            "Lines folder, or a folder of line-aligned text files in Multi30k's layout (train.de.gz, ...). "
+            "Datasets with one column per language (en, de) are packed into a `translation` column."
+        }
     )
-    dataset_config: str | None = field(
-        default=None, metadata={"help": "Config of --dataset_name, e.g. de-en."}
-    )
+    source_lang: str = field(metadata={"help": "Source language code, e.g. de."})
+    target_lang: str = field(metadata={"help": "Target language code, e.g. en."})
+    output_dir: str = field(metadata={"help": "Where to save the DatasetDict (save_to_disk)."})
+    dataset_config: str | None = field(default=None, metadata={"help": "Config of --dataset, e.g. de-en."})
     tokenizer: str | None = field(
         default=None, metadata={"help": "Also tokenize with this tokenizer folder."}
     )
@@ -66,16 +53,10 @@ class PrepareArguments:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    (args,) = parse_dataclasses(HfArgumentParser(PrepareArguments))
-    if (args.data_dir is None) == (args.dataset_name is None):
-        raise SystemExit("Pass exactly one of --data_dir and --dataset_name.")
-
-    if args.data_dir is not None:
-        dataset_dict = load_parallel_text(args.data_dir, args.src_lang, args.tgt_lang)
-    else:
-        dataset_dict = load_translation_dataset(
-            args.dataset_name, args.dataset_config, languages=(args.src_lang, args.tgt_lang)
-        )
+    (args,) = parse_arguments(PrepareArguments, description=__doc__)
+    dataset_dict = load_translation_dataset(
+        args.dataset, args.dataset_config, languages=(args.source_lang, args.target_lang)
+    )
     dataset_dict.save_to_disk(args.output_dir)
     for split, dataset in dataset_dict.items():
         print(f"{split}: {dataset.num_rows} pairs")
@@ -85,8 +66,8 @@ def main() -> None:
         tokenized, counts = tokenize_translation(
             dataset_dict,
             load_tokenizer(args.tokenizer),
-            args.src_lang,
-            args.tgt_lang,
+            args.source_lang,
+            args.target_lang,
             args.max_source_length,
             args.max_target_length,
             num_proc=args.num_proc,

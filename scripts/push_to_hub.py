@@ -12,29 +12,32 @@ model card as README.md (its `<owner>/<name>` placeholders become the repository
         --folder outputs/hub/my-model --dry_run
 """
 
-import argparse
+from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import ArgumentParser, run_script
-from hf_vanilla_transformer.hub import build_hub_folder, push_folder, upload_plan
+from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.interop.hub import build_hub_folder, push_folder, upload_plan
+
+
+@dataclass
+class PushArguments:
+    folder: str = field(metadata={"help": "The folder to upload (assembled first with --model)."})
+    model: str | None = field(
+        default=None, metadata={"help": "A trained model folder to assemble into --folder before uploading."}
+    )
+    card: str | None = field(
+        default=None, metadata={"help": "With --model: the model card (default: --folder's README.md)."}
+    )
+    repo_id: str | None = field(
+        default=None, metadata={"help": "Hub repository, e.g. you/vanilla-transformer-x."}
+    )
+    dry_run: bool = field(default=False, metadata={"help": "List what would be uploaded; upload nothing."})
+    private: bool = field(default=False, metadata={"help": "Create the repository as private."})
 
 
 def main() -> None:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument(
-        "--folder", required=True, help="The folder to upload (assembled first with --model)."
-    )
-    parser.add_argument(
-        "--model", default=None, help="A trained model folder to assemble into --folder before uploading."
-    )
-    parser.add_argument(
-        "--card", default=None, help="With --model: the model card (default: --folder's README.md)."
-    )
-    parser.add_argument("--repo_id", default=None, help="Hub repository, e.g. you/vanilla-transformer-x.")
-    parser.add_argument("--dry_run", action="store_true", help="List what would be uploaded; upload nothing.")
-    parser.add_argument("--private", action="store_true", help="Create the repository as private.")
-    args = parser.parse_args()
+    (args,) = parse_arguments(PushArguments, description=__doc__)
     if not args.dry_run and not args.repo_id:
-        parser.error("--repo_id is required unless --dry_run is given.")
+        raise UsageError("--repo_id is required unless --dry_run is given.")
     if args.model is not None:
         build_hub_folder(args.model, args.folder, card=args.card)
         print(f"Assembled {args.folder} from {args.model}")

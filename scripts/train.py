@@ -21,15 +21,15 @@ is one); runs unchanged under `accelerate launch` on several processes, GPUs or 
 
 import logging
 
-from transformers import HfArgumentParser
-
-from hf_vanilla_transformer.cli import run_script
+from hf_vanilla_transformer.cli import make_parser, run_script
 from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args, run_training
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = HfArgumentParser(TRAINING_ARGUMENTS, usage="train.py [recipe.yaml] [--option value ...]")
+    parser = make_parser(
+        *TRAINING_ARGUMENTS, description=__doc__, usage="train.py [recipe.yaml] [--option value ...]"
+    )
     model_args, data_args, recipe_args, training_args = parse_recipe_and_args(parser)
     trainer, final = run_training(model_args, data_args, recipe_args, training_args)
     if trainer.is_world_process_zero():

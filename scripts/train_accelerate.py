@@ -1,5 +1,5 @@
-"""Train with a plain Accelerate loop (`hf_vanilla_transformer.accelerate_training`) on the same recipe and
-options as `scripts/train.py`: the same recipe files, schedule, optimizer settings, token-budget batches,
+"""Train with a plain Accelerate loop (`hf_vanilla_transformer.training.accelerate_loop`) on the same recipe
+and options as `scripts/train.py`: the same recipe files, schedule, optimizer settings, token-budget batches,
 gradient clipping, time budget, loss log and final folder. It does not evaluate during training.
 
     # one process, a recipe file with options overriding it
@@ -21,17 +21,16 @@ Writes `<output_dir>/final` (weights, config, model and pipeline code, tokenizer
 
 import logging
 
-from transformers import HfArgumentParser
-
-from hf_vanilla_transformer.accelerate_training import run_accelerate_training
-from hf_vanilla_transformer.cli import run_script
-from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args
+from hf_vanilla_transformer.cli import make_parser, run_script
+from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args, run_accelerate_training
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = HfArgumentParser(
-        TRAINING_ARGUMENTS, usage="train_accelerate.py [recipe.yaml] [--option value ...]"
+    parser = make_parser(
+        *TRAINING_ARGUMENTS,
+        description=__doc__,
+        usage="train_accelerate.py [recipe.yaml] [--option value ...]",
     )
     model_args, data_args, recipe_args, training_args = parse_recipe_and_args(parser)
     final = run_accelerate_training(model_args, data_args, recipe_args, training_args)

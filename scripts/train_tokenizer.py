@@ -2,7 +2,7 @@ r"""Train a BPE tokenizer for translation or series expansion and save it for `A
 
     # Joint German-English vocabulary from a DatasetDict saved by scripts/prepare_translation.py
     python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
-        --dataset_dir outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
+        --dataset outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
 
     # ... or from plain text files (gzip or not), one sentence a line
     python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
@@ -11,11 +11,11 @@ r"""Train a BPE tokenizer for translation or series expansion and save it for `A
 
     # Series expansion: trains on the `expression` and `series` columns
     python scripts/train_tokenizer.py --task series --vocab_size 1000 \
-        --dataset_dir outputs/data/series-50k --output_dir outputs/tokenizers/series-bpe1k
+        --dataset outputs/data/series-50k --output_dir outputs/tokenizers/series-bpe1k
 
     # ... or the tutorial's fixed character-level vocabulary (nothing to learn; the data is checked)
     python scripts/train_tokenizer.py --task series --tutorial_vocabulary \
-        --dataset_dir outputs/data/series-50k --output_dir outputs/tokenizers/series-tutorial
+        --dataset outputs/data/series-50k --output_dir outputs/tokenizers/series-tutorial
 
 Prints the vocabulary size, the training time and the average tokens per text (against characters) on
 the validation split when there is one.
@@ -25,9 +25,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from transformers import HfArgumentParser
-
-from hf_vanilla_transformer.cli import parse_dataclasses, run_script
+from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
 from hf_vanilla_transformer.data.preprocessing import load_prepared_splits
 from hf_vanilla_transformer.tasks import TASKS, get_task
 from hf_vanilla_transformer.tokenization import (
@@ -42,14 +40,24 @@ class TokenizerArguments:
     task: str = field(metadata={"help": "What the tokenizer is for.", "choices": list(TASKS)})
     output_dir: str = field(metadata={"help": "Folder to save the tokenizer to (save_pretrained)."})
     vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size, special tokens included."})
-    dataset_dir: str | None = field(
-        default=None, metadata={"help": "A DatasetDict folder (save_to_disk); its train split is used."}
+    dataset: str | None = field(
+        default=None,
+        metadata={
+            "help": "A data set folder made by scripts/prepare_translation.py or scripts/generate_series.py; "
+            "its train split is used."
+        },
     )
     text_files: list[str] | None = field(
         default=None,
-        metadata={"help": "Plain text files (gzip or not), one text a line; instead of --dataset_dir."},
+        metadata={"help": "Plain text files (gzip or not), one text a line; instead of --dataset."},
     )
     min_frequency: int = field(default=2, metadata={"help": "Pairs seen fewer times are never merged."})
+    split_punctuation: bool = field(
+        default=False,
+        metadata={
+            "help": "Translation only: split punctuation from words before BPE (decoding stays exact)."
+        },
+    )
     integer_digits: bool = field(
         default=False,
         metadata={"help": "Series only: write integers digit by digit instead of as BPE tokens."},
@@ -68,21 +76,19 @@ class TokenizerArguments:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    parser = HfArgumentParser(TokenizerArguments)
-    (args,) = parse_dataclasses(parser)
-    if (args.dataset_dir is None) == (args.text_files is None):
-        parser.error("Pass exactly one of --dataset_dir and --text_files.")
+    (args,) = parse_arguments(TokenizerArguments, description=__doc__)
+    if (args.dataset is None) == (args.text_files is None):
+        raise UsageError("Pass exactly one of --dataset and --text_files.")
     task = get_task(args.task)
-    try:  # before loading any data
-        options = task.tokenizer_options(
-            integer_digits=args.integer_digits, tutorial_vocabulary=args.tutorial_vocabulary
-        )
-    except ValueError as error:
-        parser.error(str(error))
+    options = task.tokenizer_options(  # checked before any data is read
+        split_punctuation=args.split_punctuation,
+        integer_digits=args.integer_digits,
+        tutorial_vocabulary=args.tutorial_vocabulary,
+    )
 
     validation = None
-    if args.dataset_dir is not None:
-        dataset_dict = load_prepared_splits(args.dataset_dir, args.task)
+    if args.dataset is not None:
+        dataset_dict = load_prepared_splits(args.dataset, args.task)
         corpus = iter_dataset_texts(dataset_dict["train"], list(task.tokenizer_columns))
         validation = dataset_dict.get("validation")
     else:
@@ -109,7 +115,7 @@ def main() -> None:
                 f"({report['chars_per_token']:.2f} characters per token; </s> not counted)"
             )
 
-    if task.lossless_tokenizer and args.dataset_dir is not None:
+    if task.lossless_tokenizer and args.dataset is not None:
         for split, dataset in dataset_dict.items():
             texts = [text for column in task.tokenizer_columns for text in dataset[column]]
             decoded = tokenizer.batch_decode(tokenizer(texts)["input_ids"], skip_special_tokens=True)

@@ -10,20 +10,23 @@ cache) decode wrongly under transformers >= 5.24 until updated.
     python scripts/update_model_code.py --model you/vanilla-transformer-multi30k-de-en   # a Hub repository
 """
 
-import argparse
+from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import ArgumentParser, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.saving import is_local_path, update_hub_model_code, update_model_code
 
 
-def main() -> None:
-    parser = ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--model", required=True, help="A saved model folder, or a Hub repository id.")
-    parser.add_argument(
-        "--dry_run", action="store_true", help="List the files that would change; change none."
+@dataclass
+class UpdateArguments:
+    model: str = field(metadata={"help": "A saved model folder, or a Hub repository id."})
+    dry_run: bool = field(default=False, metadata={"help": "List the files that would change; change none."})
+    token: str | None = field(
+        default=None, metadata={"help": "Hub token (default: `hf auth login` or HF_TOKEN)."}
     )
-    parser.add_argument("--token", default=None, help="Hub token (default: `hf auth login` or HF_TOKEN).")
-    args = parser.parse_args()
+
+
+def main() -> None:
+    (args,) = parse_arguments(UpdateArguments, description=__doc__)
     if is_local_path(args.model):
         changed = update_model_code(args.model, dry_run=args.dry_run)
     else:

@@ -1,17 +1,10 @@
 import os
-import sys
-from pathlib import Path
 
 # No test may reach the Hub: fail fast instead of hanging on the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-# The main job and the benchmark harnesses live under scripts/, outside the installed package: tests import
-# them as the scripts do, from that folder (`import quickstart`, `from benchmarks.harness import ...`).
-SCRIPTS_DIR = Path(__file__).resolve().parents[1] / "scripts"
-sys.path.append(str(SCRIPTS_DIR))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

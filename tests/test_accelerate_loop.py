@@ -10,15 +10,18 @@ from datasets import Dataset
 from transformers import AutoModelForSeq2SeqLM, Trainer
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.accelerate_training import create_optimizer, create_scheduler, train_loop
 from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
 from hf_vanilla_transformer.training import (
     LOSS_LOG_NAME,
     LOSS_PLOT_NAME,
     LossPlotCallback,
     PaperSeq2SeqTrainingArguments,
+    RecipeArguments,
     TokenBudgetSeq2SeqTrainer,
+    create_optimizer,
+    create_scheduler,
     paper_peak_learning_rate,
+    train_loop,
 )
 
 from .conftest import tiny_config
@@ -154,7 +157,12 @@ def test_loop_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_
 def test_loop_stops_and_saves_when_its_time_budget_is_spent(tmp_path, word_tokenizer):
     args = _args(tmp_path, max_steps=1000, save_steps=500)
     final = train_loop(
-        _model(), word_tokenizer, _features(word_tokenizer), args, MAX_TOKENS, max_train_minutes=1e-9
+        _model(),
+        word_tokenizer,
+        _features(word_tokenizer),
+        args,
+        MAX_TOKENS,
+        RecipeArguments(max_train_minutes=1e-9),
     )
     assert [r["step"] for r in _records(tmp_path)] == [1]
     assert (tmp_path / "state-1").is_dir() and (final / "model.safetensors").exists()
@@ -170,8 +178,7 @@ def test_loop_decays_over_its_clock_and_checkpoints_the_time_spent(tmp_path, wor
         _features(word_tokenizer),
         args,
         MAX_TOKENS,
-        max_train_minutes=1e-9,
-        decay_by_clock=True,
+        RecipeArguments(max_train_minutes=1e-9, decay_by_clock=True),
     )
     (record,) = _records(tmp_path)
     assert record["step"] == 1 and record["learning_rate"] == pytest.approx(args.learning_rate)

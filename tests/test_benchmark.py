@@ -1,11 +1,11 @@
-"""The benchmark (`scripts/benchmark.py` over `scripts/benchmarks/harness.py`) runs and reports every figure
-(it is a script, not a timed test: no speed is asserted)."""
+"""The benchmark (`scripts/benchmark.py` over `hf_vanilla_transformer.benchmarks.harness`) runs and reports
+every figure (it is a script, not a timed test: no speed is asserted)."""
 
 import torch
 from transformers import CompileConfig
 
-from benchmarks import harness  # scripts/benchmarks/ (see conftest.py)
-from benchmarks.harness import (
+from hf_vanilla_transformer.benchmarks import harness
+from hf_vanilla_transformer.benchmarks.harness import (
     COMPILED_GENERATION_TASKS,
     CTRANSLATE2_ENGINES,
     GENERATION_TASKS,

@@ -61,9 +61,27 @@ def test_an_unknown_option_gets_the_closest_real_one(tmp_path):
         _run("train.py", str(recipe), "--max_stepz", "5", cwd=tmp_path),
         "--max_stepz (did you mean --max_steps?)",
     )
-    # argparse scripts too; argparse itself also exits with status 2 and no traceback
+    # a script without a recipe file too
     result = _run("plot_attention.py", "--modl", "x", "--text", "y", cwd=tmp_path)
     _assert_user_error(result, "--modl (did you mean --model?)")
+
+
+def test_an_old_spelling_of_an_option_gets_its_new_name(tmp_path):
+    result = _run(
+        "prepare_translation.py",
+        *("--dataset_name", str(FIXTURE_MULTI30K), "--src_lang", "de", "--target_lang", "en"),
+        *("--output_dir", str(tmp_path / "data")),
+        cwd=tmp_path,
+    )
+    _assert_user_error(
+        result, "--dataset_name (now called --dataset)", "--src_lang (now called --source_lang)"
+    )
+    assert not (tmp_path / "data").exists()
+
+
+def test_evaluating_without_a_data_set_says_which_option_is_missing(tmp_path, model_dir):
+    result = _run("evaluate_model.py", "--model", str(model_dir), "--task", "translation", cwd=tmp_path)
+    _assert_user_error(result, "No data set given: pass --dataset", "prepare_translation.py")
 
 
 def test_corrupt_weights_end_in_one_message(tmp_path, model_dir):
@@ -113,7 +131,7 @@ def test_a_tokenizer_without_data_says_which_script_makes_the_data(tmp_path):
             "train_tokenizer.py",
             "--task",
             task,
-            "--dataset_dir",
+            "--dataset",
             str(tmp_path / "empty"),
             "--output_dir",
             str(tmp_path / "tok"),

@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
-from hf_vanilla_transformer.ctranslate2_inference import CTranslate2Seq2Seq
+from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2Seq
 from hf_vanilla_transformer.saving import save_model_folder
 
 from .conftest import tiny_config
@@ -133,7 +133,7 @@ def test_inference_module_runs_without_torch(tmp_path, word_tokenizer):
     exported = convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
     code = f"""
 import importlib.util, pathlib, sys
-package_dir = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent
+package_dir = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent / "interop"
 spec = importlib.util.spec_from_file_location("ct2_inference", package_dir / "ctranslate2_inference.py")
 module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
 print(module.CTranslate2Seq2Seq({str(exported)!r}, intra_threads=1).generate(["ein hund"], max_new_tokens=5))

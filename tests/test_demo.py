@@ -11,8 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-import demo  # scripts/ (see conftest.py)
-from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, demo
+from hf_vanilla_transformer.cli import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.expansion import taylor_series
@@ -20,6 +20,7 @@ from hf_vanilla_transformer.tokenization import train_translation_tokenizer, tut
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 ROOT = Path(__file__).resolve().parents[1]
+SHIPPED = ROOT / "model_cards"
 
 
 def _save_tiny(tokenizer, folder: Path, **overrides) -> Path:
@@ -147,17 +148,16 @@ def test_verdicts_follow_the_metric():
 def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
     assert demo.ModelSpec.parse("series=out/s") == demo.ModelSpec("out/s", "series")
     assert demo.ModelSpec.parse("out/t") == demo.ModelSpec("out/t", "translation")
-    with pytest.raises(SystemExit):
-        demo.parse_args(["--model", "summary=out/s"])
+    with pytest.raises(UsageError, match="must be one of translation, series"):
+        demo.resolve_model_specs(["summary=out/s"], SHIPPED)
     monkeypatch.delenv("DEMO_MODELS", raising=False)
-    shipped = demo.parse_args([]).model  # no --model: the models shipped in model_cards/
-    assert shipped == demo.shipped_model_specs() and shipped
+    shipped = demo.resolve_model_specs(None, SHIPPED)  # no --model: the models shipped in model_cards/
+    assert shipped == demo.shipped_model_specs(SHIPPED) and shipped
     assert all((Path(spec.location) / "model.safetensors").is_file() for spec in shipped)
-    monkeypatch.setattr(demo.shipped_model_specs, "__defaults__", (tmp_path,))
-    with pytest.raises(SystemExit):
-        demo.parse_args([])
+    with pytest.raises(UsageError, match="No model shipped"):
+        demo.resolve_model_specs(None, tmp_path)
     monkeypatch.setenv("DEMO_MODELS", "a/b, series=c/d")
-    assert [spec.task for spec in demo.parse_args([]).model] == ["translation", "series"]
+    assert [spec.task for spec in demo.resolve_model_specs(None, tmp_path)] == ["translation", "series"]
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "demo.py"), "--model", str(tmp_path / "missing")],
         capture_output=True, text=True, timeout=300,
@@ -170,9 +170,12 @@ def test_page_renders_the_heat_map_in_headless_chromium(model_folders, tmp_path)
     """scripts/demo_screenshot.py: scripts/demo.py as a user starts it, opened in Debian's Chromium; the page
     runs its first example on load, and the screenshot is taken only once the browser shows the heat map as
     a loaded image (it fails otherwise)."""
-    import demo_screenshot  # scripts/
-
-    png = demo_screenshot.take_screenshot([f"series={model_folders['series']}"], tmp_path / "page.png")
+    png = tmp_path / "page.png"
+    subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "demo_screenshot.py"), "--output_file", str(png),
+         "--model", f"series={model_folders['series']}"],
+        check=True, timeout=600,
+    )  # fmt: skip
     with Image.open(png) as page:
         assert page.format == "PNG" and page.size == (1400, 1100)
         # The heat map's viridis colours (purple to teal: more blue than red, far from grey) are on the page,

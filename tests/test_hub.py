@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from huggingface_hub import ModelCard
 
-from hf_vanilla_transformer.hub import build_hub_folder, push_folder, upload_plan
+from hf_vanilla_transformer.interop.hub import build_hub_folder, push_folder, upload_plan
 from hf_vanilla_transformer.saving import save_model_folder
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,8 +145,16 @@ def test_refreshing_a_card_folder_keeps_its_card(tmp_path, model_dir):
 def test_card_with_broken_metadata_is_refused(tmp_path, model_dir):
     card = tmp_path / "README.md"
     card.write_text("---\nlanguage: [de\n---\n# broken\n")
-    with pytest.raises(Exception, match="(?i)yaml|metadata|flow"):
+    with pytest.raises(ValueError, match=f"The metadata of the model card {card} .* does not parse"):
         build_hub_folder(model_dir, tmp_path / "hub", card=card)
+    assert not (tmp_path / "hub").exists()  # refused before anything is written
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "push_to_hub.py"), "--model", str(model_dir), "--folder",
+         str(tmp_path / "hub"), "--card", str(card), "--dry_run"],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert result.stderr.startswith(f"error: The metadata of the model card {card}")
 
 
 def test_missing_card_is_named(tmp_path, model_dir):

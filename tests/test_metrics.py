@@ -1,4 +1,4 @@
-"""Tests for the local evaluate modules in hf_vanilla_transformer.metrics.
+"""Tests for the local evaluate modules in hf_vanilla_transformer.evaluation.metrics.
 
 Both metrics are loaded once per module, with the network blocked, through the same helpers that
 training and evaluation code use.
@@ -13,13 +13,19 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from hf_vanilla_transformer.metrics import (
+from hf_vanilla_transformer.evaluation.metrics import (
     SERIES_METRIC_PATH,
     TRANSLATION_METRIC_PATH,
+    check_pairs,
+    exact_match,
     load_series_metric,
     load_translation_metric,
 )
-from hf_vanilla_transformer.metrics.tokenized_bleu import paper_tokenize, split_compounds, tokenized_bleu
+from hf_vanilla_transformer.evaluation.metrics.tokenized_bleu import (
+    paper_tokenize,
+    split_compounds,
+    tokenized_bleu,
+)
 
 # Detokenised, cased sentences with partial overlaps, so BLEU is neither 0 nor 100.
 HYPOTHESES = [
@@ -191,6 +197,15 @@ def test_tokenized_bleu_is_multi_bleu_on_the_papers_tokenization():
     assert tokenized_bleu(references, references, "de")["score"] == pytest.approx(100.0)
     with pytest.raises(ValueError, match="2 predictions but 1 references"):
         tokenized_bleu(hypotheses, references[:1], "de")
+
+
+def test_the_shared_checks_every_metric_and_report_uses():
+    check_pairs(["a"], [["a", "b"]], "BLEU")
+    with pytest.raises(ValueError, match="got 2 predictions but 1 references"):
+        check_pairs(["a", "b"], ["a"], "BLEU")
+    with pytest.raises(ValueError, match="got no predictions: exact match over zero examples"):
+        check_pairs([], [], "exact match")
+    assert exact_match(" x + O(x**6) ", "x + O(x**6)") and not exact_match("x + O(x**6)", "O(x**6) + x")
 
 
 def test_translation_length_mismatch_names_both_lengths(fresh_translation_metric):

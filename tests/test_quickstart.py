@@ -5,7 +5,7 @@ import json
 import logging
 import re
 
-from quickstart import QuickstartArguments, run_quickstart  # scripts/quickstart.py (see conftest.py)
+from hf_vanilla_transformer.quickstart import QuickstartArguments, run_quickstart
 
 
 def test_quickstart_runs_end_to_end_without_a_transformers_warning(tmp_path, capsys, caplog):

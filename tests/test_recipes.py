@@ -126,7 +126,7 @@ def _multi30k_recipe_data(tmp_path, *args, **env) -> str:
     )
     first = log.read_text().splitlines()[0].split()
     assert first[0] == "scripts/prepare_translation.py"
-    return first[first.index("--dataset_name") + 1]
+    return first[first.index("--dataset") + 1]
 
 
 def test_multi30k_recipe_reads_the_hub_copy_by_default_or_the_data_it_is_given(tmp_path):

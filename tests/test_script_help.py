@@ -1,18 +1,22 @@
-"""Every option of every command-line script explains itself in `--help`.
+"""Every command-line script parses one way (`HfArgumentParser` dataclasses), every option explains itself in
+`--help`, and every command written in the README, the docs, the model cards, the recipes and the scripts'
+own docstrings uses options its script has.
 
 Each script's `main()` runs until it parses its arguments; the parse is intercepted and the parser, as the
-script built it (argparse or `HfArgumentParser` dataclasses), is inspected, so no script does any work.
+script built it, is inspected, so no script does any work.
 """
 
 import argparse
 import importlib
+import re
 import sys
 from pathlib import Path
 
 import pytest
+from transformers import HfArgumentParser
 
-SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
-# scripts/benchmarks/ holds the benchmark's library and a worker that reads a JSON job on stdin: no CLIs.
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = ROOT / "scripts"
 CLI_SCRIPTS = sorted(path.stem for path in SCRIPTS.glob("*.py"))
 
 
@@ -27,7 +31,8 @@ def built_parser(script: str, monkeypatch) -> argparse.ArgumentParser:
     # parse_args and HfArgumentParser.parse_args_into_dataclasses both go through parse_known_args.
     monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", intercept)
     monkeypatch.setattr(sys, "argv", [str(SCRIPTS / f"{script}.py")])
-    module = importlib.import_module(script)  # scripts/ is on sys.path (conftest.py)
+    monkeypatch.syspath_prepend(str(SCRIPTS))  # as `python scripts/<script>.py` has it
+    module = importlib.import_module(script)
     assert Path(module.__file__).parent == SCRIPTS, f"'import {script}' found {module.__file__}"
     with pytest.raises(_Parsed) as parsed:
         module.main()
@@ -50,3 +55,48 @@ def test_every_option_has_help(script, monkeypatch):
     ]
     assert not missing, f"{script}.py: options without help text: {', '.join(missing)}"
     parser.format_help()  # a stray % in a help text only fails here
+    assert isinstance(parser, HfArgumentParser), f"{script}.py: parses with {type(parser).__name__}"
+
+
+DOCUMENTS = [
+    ROOT / "README.md",
+    *sorted((ROOT / "docs").rglob("*.md")),
+    *sorted((ROOT / "model_cards").glob("*/README.md")),
+    *sorted((SCRIPTS / "recipes").glob("*.sh")),
+    *sorted((SCRIPTS / "recipes").glob("*.yaml")),
+    *sorted(SCRIPTS.rglob("*.py")),
+    ROOT / ".ci" / "run",
+]
+# `python scripts/x.py --a 1 \` and its continuation lines, up to a comment, `|`, `;`, `&&` or a backtick.
+COMMAND = re.compile(r"(?:python3?|launch|torchrun)\s[^`#|;&\n]*?scripts/(\w+)\.py([^`#|;&\n]*)")
+
+
+def documented_commands() -> list[tuple[str, str, list[str]]]:
+    """(where, script, options) for every command that runs a script in `DOCUMENTS`."""
+    commands = []
+    for document in DOCUMENTS:
+        text = re.sub(r"\\\n\s*", " ", document.read_text(encoding="utf-8"))
+        for line_number, line in enumerate(text.splitlines(), 1):
+            for match in COMMAND.finditer(line):
+                arguments = re.sub(r"\[[^\]]*\]", "", match.group(2))  # usage placeholders: [--option value]
+                options = re.findall(r"(?<![\w-])--([A-Za-z][\w-]*)", arguments)
+                commands.append((f"{document.relative_to(ROOT)}:{line_number}", match.group(1), options))
+    return commands
+
+
+def test_every_documented_command_uses_options_its_script_has(monkeypatch):
+    commands = documented_commands()
+    assert len(commands) > 100 and {script for _, script, _ in commands} <= set(CLI_SCRIPTS), sorted(
+        {f"{where}: {script}.py" for where, script, _ in commands if script not in CLI_SCRIPTS}
+    )
+    options = {}
+    for script in sorted({script for _, script, _ in commands}):
+        parser = built_parser(script, monkeypatch)
+        options[script] = {option[2:] for action in parser._actions for option in action.option_strings}
+    wrong = [
+        f"{where}: {script}.py --{option}"
+        for where, script, used in commands
+        for option in used
+        if option not in options[script]
+    ]
+    assert not wrong, "documented options the scripts do not have:\n" + "\n".join(wrong)

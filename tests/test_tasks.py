@@ -8,7 +8,7 @@ import pytest
 from datasets import Dataset, DatasetDict
 
 from hf_vanilla_transformer.data.translation import load_parallel_text
-from hf_vanilla_transformer.evaluation import EvaluationArguments, evaluate_model
+from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
 from hf_vanilla_transformer.series.sampling import iter_candidates
 from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
 from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
@@ -52,13 +52,16 @@ def test_each_task_names_its_columns_metric_and_defaults():
     assert (translation.best_metric, series.best_metric) == ("bleu", "exact_match")
     assert (translation.output_length_from_config, series.output_length_from_config) == (False, True)
     assert series.row_formats and not translation.row_formats
-    assert series.tokenizer_options(integer_digits=True) == {
-        "integer_digits": True,
-        "tutorial_vocabulary": False,
+    switches = {"integer_digits": True, "tutorial_vocabulary": False, "split_punctuation": False}
+    assert series.tokenizer_options(**switches) == {"integer_digits": True, "tutorial_vocabulary": False}
+    assert translation.tokenizer_options(split_punctuation=True, integer_digits=False) == {
+        "split_punctuation": True
     }
     for option in ("integer_digits", "tutorial_vocabulary"):
         with pytest.raises(ValueError, match=f"`{option}` applies to the series task only"):
             translation.tokenizer_options(**{option: True})
+    with pytest.raises(ValueError, match="`split_punctuation` applies to the translation task only"):
+        series.tokenizer_options(split_punctuation=True)
     with pytest.raises(ValueError, match="single digits already"):
         series.tokenizer_options(integer_digits=True, tutorial_vocabulary=True)
 

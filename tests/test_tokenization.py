@@ -152,6 +152,26 @@ def test_translation_tokenizer_normalises_nfkc(translation_tokenizer):
     )
 
 
+def test_split_punctuation_keeps_punctuation_out_of_words_and_decodes_exactly(translation_tokenizer):
+    tokenizer = train_translation_tokenizer(
+        TRAIN_FILES, vocab_size=400, split_punctuation=True, show_progress=False, model_max_length=128
+    )
+    punctuation = set('.,;:!?"()-')
+    mixed = [
+        token.lstrip("\u2581")
+        for token in tokenizer.get_vocab()
+        if set(token) & punctuation and set(token.lstrip("\u2581")) - punctuation
+    ]
+    assert mixed == []
+    # Without the option, merges glue the fixture's full stops to words.
+    assert any(token.endswith(".") and len(token) > 2 for token in translation_tokenizer.get_vocab())
+    assert tokenizer.tokenize("Ein Hund (braun) rennt.")[-1] == "."
+    sentences = read_fixture("val.de.gz") + read_fixture("val.en.gz") + ['T-Shirt, man\'s "quote" (x) ...']
+    normal = [s for s in sentences if unicodedata.normalize("NFKC", s) == s and " ".join(s.split()) == s]
+    for sentence in normal:
+        assert tokenizer.decode(tokenizer(sentence)["input_ids"], skip_special_tokens=True) == sentence
+
+
 def test_training_is_reproducible_and_files_equal_texts(tmp_path):
     train_translation_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "a")
     train_translation_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "b")
@@ -385,7 +405,7 @@ def test_train_tokenizer_script_writes_the_tutorial_vocabulary(tmp_path):
 
     generate_series_dataset(tmp_path / "data", 120, seed=2, test_size=20, validation_size=10, progress=False)
     script = Path(__file__).resolve().parents[1] / "scripts" / "train_tokenizer.py"
-    common = [sys.executable, str(script), "--tutorial_vocabulary", "--dataset_dir", str(tmp_path / "data")]
+    common = [sys.executable, str(script), "--tutorial_vocabulary", "--dataset", str(tmp_path / "data")]
     result = subprocess.run(
         [*common, "--task", "series", "--output_dir", str(tmp_path / "tok")],
         check=True, capture_output=True, text=True,

@@ -97,6 +97,27 @@ def test_trainer_script_trains_evaluates_and_saves(trained_run):
     assert (trained_run / "final" / "pipeline_seq2seq.py").exists()
 
 
+def test_quality_curve_scores_the_run_at_each_checkpoint(trained_run, translation_data, tmp_path):
+    result = _run(
+        [sys.executable, str(ROOT / "scripts" / "quality_curve.py"), "--run_dir", str(trained_run),
+         "--last", "2", "--task", "translation", "--dataset", str(translation_data / "data"),
+         "--split", "validation", "--max_examples", "6", "--num_beams", "1",
+         "--output_dir", str(tmp_path / "curve")],
+        cwd=tmp_path,
+    )  # fmt: skip
+    points = json.loads((tmp_path / "curve" / "curve.json").read_text())
+    assert [p["step"] for p in points] == [3, 6]
+    assert points[0]["checkpoints"] == ["checkpoint-3"] and points[1]["checkpoints"] == [
+        "checkpoint-3",
+        "checkpoint-6",
+    ]
+    assert 0 < points[0]["minutes"] < points[1]["minutes"] and all(
+        0 <= p["metrics"]["bleu"] <= 100 for p in points
+    )
+    assert (tmp_path / "curve" / "curve.png").stat().st_size > 1000
+    assert "| minutes | step | checkpoints averaged | bleu |" in result.stdout
+
+
 def test_evaluate_script_writes_report(trained_run, translation_data, tmp_path):
     report_file = tmp_path / "report.json"
     result = _run(
@@ -200,7 +221,7 @@ def test_plot_attention_script_draws_png(trained_run, tmp_path):
             "Ein Hund läuft.",
             "--target",
             "A dog runs.",
-            "--output",
+            "--output_file",
             str(png),
         ],
         cwd=tmp_path,

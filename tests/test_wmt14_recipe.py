@@ -13,8 +13,8 @@ import torch
 from datasets import Dataset, Features, Translation
 from transformers import HfArgumentParser
 
-import estimate_gpu_time  # scripts/ (see conftest.py)
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.benchmarks import gpu_estimate
 from hf_vanilla_transformer.data.translation import load_parallel_text
 from hf_vanilla_transformer.training import (
     LOSS_LOG_NAME,
@@ -63,7 +63,7 @@ def test_wmt14_recipes_are_the_papers(size):
 
 
 def test_gpu_time_estimate_is_calibrated_on_the_papers_runs():
-    rows = {row["preset"]: row for row in estimate_gpu_time.estimate(37_000, None)}
+    rows = {row["preset"]: row for row in gpu_estimate.estimate(37_000, None)}
     base, big = rows["transformer-base"], rows["transformer-big"]
     # 6 x weights x tokens: about 6 x 63M x 25,000 per step for base.
     assert base["flops_per_step"] == pytest.approx(6 * 63e6 * 25_000, rel=0.1)
@@ -72,9 +72,9 @@ def test_gpu_time_estimate_is_calibrated_on_the_papers_runs():
         assert 0.15 < row["paper_utilisation"] < 0.6
         hours = row["hours_1_gpu"]
         assert hours["NVIDIA H100 SXM"] < hours["NVIDIA A100"] < hours["NVIDIA L4"]
-    table = estimate_gpu_time.format_table(list(rows.values()))
+    table = gpu_estimate.format_table(list(rows.values()))
     assert "not measurements" in table and "63M" in table and "214M" in table
-    fixed = {row["preset"]: row for row in estimate_gpu_time.estimate(37_000, 0.5)}
+    fixed = {row["preset"]: row for row in gpu_estimate.estimate(37_000, 0.5)}
     assert fixed["transformer-base"]["assumed_utilisation"] == 0.5
 
 

@@ -154,7 +154,7 @@ def build_seq2seq_collator(
 PREPARED_DATA_MADE_BY = {
     "series": "python scripts/generate_series.py --output_dir <folder>",
     "translation": (
-        "python scripts/prepare_translation.py --dataset_name <Hub name or folder> --output_dir <folder>"
+        "python scripts/prepare_translation.py --dataset <Hub name or folder> --output_dir <folder>"
     ),
 }
 

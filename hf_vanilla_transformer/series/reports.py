@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..metrics import binomial_standard_error
+from ..evaluation.metrics import binomial_standard_error, exact_match
 from .grammar import COEFFICIENT_INTEGER, TUTORIAL_MAX_TOKENS, count_terms, tutorial_length
 from .renamings import symbol_renaming_shape
 
@@ -46,7 +46,7 @@ def _grouped(
     """Rows of exact match grouped by `keys` (one per example), in sorted key order."""
     groups: dict = {}
     for key, prediction, reference in zip(keys, predictions, references, strict=True):
-        groups.setdefault(key, []).append(prediction == reference)
+        groups.setdefault(key, []).append(exact_match(prediction, reference))
     return [_row(label_key, label(key), groups[key]) for key in sorted(groups)]
 
 

@@ -15,10 +15,10 @@
 set -euo pipefail
 DATA=${1:-${MULTI30K_DATA:-bentrevett/multi30k}}
 OUT=outputs/multi30k-de-en
-python scripts/prepare_translation.py --dataset_name "$DATA" --src_lang de --tgt_lang en \
+python scripts/prepare_translation.py --dataset "$DATA" --source_lang de --target_lang en \
     --output_dir outputs/data/multi30k-de-en
 python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
-    --dataset_dir outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
+    --dataset outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
 python scripts/train.py scripts/recipes/multi30k_de_en.yaml
 python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged"
 for MODEL in "$OUT/final" "$OUT/averaged"; do

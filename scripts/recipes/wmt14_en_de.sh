@@ -27,14 +27,14 @@ LAUNCH=${LAUNCH:-accelerate launch --config_file scripts/accelerate_configs/mult
 if [ -f "$DATA/dataset_dict.json" ]; then
     echo "Using the data in $DATA"
 else
-    python scripts/prepare_translation.py --dataset_name "${DATASET:-wmt/wmt14}" --dataset_config de-en \
-        --src_lang en --tgt_lang de --output_dir "$DATA"
+    python scripts/prepare_translation.py --dataset "${DATASET:-wmt/wmt14}" --dataset_config de-en \
+        --source_lang en --target_lang de --output_dir "$DATA"
 fi
 if [ -f "$TOKENIZER/tokenizer.json" ]; then
     echo "Using the tokenizer in $TOKENIZER"
 else
     python scripts/train_tokenizer.py --task translation --vocab_size "${VOCAB_SIZE:-37000}" \
-        --dataset_dir "$DATA" --output_dir "$TOKENIZER"
+        --dataset "$DATA" --output_dir "$TOKENIZER"
 fi
 # shellcheck disable=SC2086  # LAUNCH and TRAIN_OPTIONS are lists of words
 $LAUNCH scripts/train.py "scripts/recipes/wmt14_en_de_$SIZE.yaml" ${TRAIN_OPTIONS:-}

@@ -2,11 +2,12 @@
 
 This module imports only `ctranslate2`, `tokenizers` and the standard library, never torch: with torch loaded
 in the same process CTranslate2's float32 decoding ran about 1.85x slower on this project's CPUs (two OpenMP
-runtimes, see the benchmark). Importing it as `hf_vanilla_transformer.ctranslate2_inference` runs the
+runtimes, see the benchmark). Importing it as `hf_vanilla_transformer.interop.ctranslate2_inference` runs the
 package's __init__, which loads torch to register the model; a torch-free service loads this one file by path:
 
     import importlib.util, pathlib
-    package_dir = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent  # no import
+    package = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent  # no import
+    package_dir = package / "interop"
     spec = importlib.util.spec_from_file_location("ct2_inference", package_dir / "ctranslate2_inference.py")
     ct2_inference = importlib.util.module_from_spec(spec); spec.loader.exec_module(ct2_inference)
     model = ct2_inference.CTranslate2Seq2Seq("outputs/ct2/multi30k-de-en-int8")
@@ -51,7 +52,7 @@ class CTranslate2Seq2Seq:
             if not (model_dir / required).is_file():
                 raise FileNotFoundError(
                     f"{model_dir} has no {required}: it is not a folder written by "
-                    "hf_vanilla_transformer.ctranslate2_export.convert_to_ctranslate2 "
+                    "hf_vanilla_transformer.interop.ctranslate2_export.convert_to_ctranslate2 "
                     "(scripts/export_ctranslate2.py)."
                 )
         self.translator = ctranslate2.Translator(

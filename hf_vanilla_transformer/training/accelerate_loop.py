@@ -2,7 +2,7 @@
 
 One recipe, two loops: it reads the same arguments as the Trainer path (`scripts/train.py`), so the same
 recipe files, and builds from them what the Trainer builds. The eq. 3 learning rate, the seeded model and the
-data come from `training.prepare_training`; the optimizer from `optim`, `adam_*` and `weight_decay`, as
+data come from `arguments.prepare_training`; the optimizer from `optim`, `adam_*` and `weight_decay`, as
 `Trainer.create_optimizer` builds it; the schedule from `lr_scheduler_type` and `warmup_steps` through
 `transformers.get_scheduler`; batches from `TokenBudgetBatchSampler` and `build_seq2seq_collator`; gradient
 clipping at `max_grad_norm`; the `LossLog` (`loss_log.jsonl`, `loss_curves.png`) every `logging_steps`;
@@ -37,18 +37,12 @@ from torch.utils.data import DataLoader
 from transformers import Trainer, TrainingArguments, get_scheduler
 from transformers.trainer_utils import rotate_checkpoints
 
-from .data.preprocessing import build_seq2seq_collator
-from .saving import save_model_folder
-from .training import (
-    LossLog,
-    PaperSeq2SeqTrainingArguments,
-    RecipeArguments,
-    TimeBudget,
-    TokenBudgetBatchSampler,
-    clock_linear_schedule,
-    example_lengths,
-    prepare_training,
-)
+from ..data.preprocessing import build_seq2seq_collator
+from ..saving import save_model_folder
+from .arguments import PaperSeq2SeqTrainingArguments, RecipeArguments, prepare_training
+from .batching import TokenBudgetBatchSampler, example_lengths
+from .logs import LossLog
+from .schedules import clock_linear_schedule
 
 logger = logging.getLogger(__name__)
 
@@ -117,16 +111,18 @@ def train_loop(
     train_dataset,
     args: TrainingArguments,
     max_tokens: int,
-    max_train_minutes: float | None = None,
-    decay_by_clock: bool = False,
+    recipe: RecipeArguments | None = None,
 ) -> Path:
     """Train `model` on a tokenized dataset (`input_ids`, `labels`) as `args` say, and save the final model
-    folder to `<output_dir>/final`, which is returned.
+    folder to `<output_dir>/final`, which is returned. `recipe` adds a time budget (`max_train_minutes`) and
+    the decay over it (`decay_by_clock`).
 
     Every process builds the same batches; Accelerate gives each process a different share of them and
     averages the gradients, so all processes hold the same weights after every update. Only the main
     process writes the log and the final folder.
     """
+    if recipe is not None:
+        recipe.check(args)
     if args.save_strategy == "best":
         raise ValueError("save_strategy 'best' needs evaluation, which this loop does not do: use 'steps'.")
     # Accumulation is done here, as the Trainer does it: the loss of an update is normalised by its token
@@ -152,11 +148,9 @@ def train_loop(
     model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
     updates_per_epoch = math.ceil(len(loader) / accumulation)
     max_steps = args.max_steps if args.max_steps > 0 else math.ceil(args.num_train_epochs * updates_per_epoch)
-    budget = TimeBudget(max_train_minutes) if max_train_minutes is not None else None
+    budget = recipe.time_budget() if recipe is not None else None
     # Not passed to `prepare`: a prepared scheduler steps once per process, but the schedule counts updates.
-    if decay_by_clock:
-        if budget is None:
-            raise ValueError("decay_by_clock decays over the time budget: give max_train_minutes too.")
+    if recipe is not None and recipe.decay_by_clock:
         scheduler = clock_linear_schedule(optimizer.optimizer, args.get_warmup_steps(max_steps), budget)
     else:
         scheduler = create_scheduler(optimizer.optimizer, args, max_steps)
@@ -271,6 +265,5 @@ def run_accelerate_training(
         datasets_["train"],
         training_args,
         max_tokens=data_args.max_tokens,
-        max_train_minutes=recipe_args.max_train_minutes,
-        decay_by_clock=recipe_args.decay_by_clock,
+        recipe=recipe_args,
     )

@@ -2,18 +2,20 @@
 
 Load it by path (nothing is downloaded, unlike loading sacrebleu by its Hub name)::
 
-    from hf_vanilla_transformer.metrics import load_translation_metric
+    from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
 
     metric = load_translation_metric()
     metric.compute(predictions=["Ein Hund läuft."], references=[["Ein Hund rennt."]])
 
-evaluate copies this file into its module cache and imports it from there, so it may import only
-evaluate, datasets, sacrebleu and the standard library.
+evaluate copies this file into its module cache and imports it from there, so it imports this package as
+installed (for what all metrics share), never a neighbouring file.
 """
 
 import datasets
 import evaluate
 from sacrebleu.metrics import BLEU, CHRF
+
+from hf_vanilla_transformer.evaluation.metrics import check_pairs
 
 _CITATION = """\
 @inproceedings{post-2018-call,
@@ -60,7 +62,7 @@ Returns:
     chrf_signature (`str`): sacrebleu signature of the chrF settings.
 
 Examples:
-    >>> from hf_vanilla_transformer.metrics import load_translation_metric
+    >>> from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
     >>> metric = load_translation_metric()
     >>> result = metric.compute(
     ...     predictions=["The cat sat on the mat."], references=["The cat sat on the mat."]
@@ -112,13 +114,7 @@ class TranslationMetrics(evaluate.Metric):
         )
 
     def _compute(self, predictions, references, lowercase: bool = False, tokenize: str = "13a"):
-        if len(predictions) != len(references):
-            raise ValueError(
-                f"got {len(predictions)} predictions but {len(references)} references; "
-                "pass exactly one reference (or one list of references) per prediction"
-            )
-        if not predictions:
-            raise ValueError("got no predictions: BLEU of an empty corpus is undefined")
+        check_pairs(predictions, references, "BLEU")
         streams = _reference_streams(references)
 
         bleu = BLEU(lowercase=lowercase, tokenize=tokenize)

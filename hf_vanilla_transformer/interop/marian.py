@@ -15,12 +15,12 @@ from pathlib import Path
 
 import torch
 
-from .configuration_vanilla_transformer import VanillaTransformerConfig
-from .modeling_vanilla_transformer import (
+from ..configuration_vanilla_transformer import VanillaTransformerConfig
+from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_position_table,
 )
-from .saving import is_local_path
+from ..saving import is_local_path
 
 # Marian's positions are fixed sinusoids, never trained: they are dropped, after checking they are the table
 # this package builds (a checkpoint with other positions would not compute the same here).
@@ -103,7 +103,7 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
     arguments decodes as it did), and the modeling and pipeline code for `trust_remote_code` loading."""
     from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
-    from .saving import save_model_folder
+    from ..saving import save_model_folder
 
     if not Path(model_name_or_path).is_dir() and is_local_path(model_name_or_path):
         raise FileNotFoundError(

@@ -6,7 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
-from .saving import load_model_folder, save_model_folder
+from ..saving import load_model_folder, save_model_folder
 
 # A card's usage code names its repository "<owner>/<name>" until it is pushed: the owner is whoever
 # publishes.
@@ -25,7 +25,14 @@ def build_hub_folder(model_dir: str | Path, output_dir: str | Path, card: str | 
         raise FileNotFoundError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
     from huggingface_hub import ModelCard
 
-    ModelCard.load(card)  # refuses a card whose YAML metadata does not parse
+    try:
+        ModelCard.load(card)
+    except Exception as error:  # yaml's ScannerError/ParserError, or huggingface_hub's checks of the fields
+        first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise ValueError(
+            f"The metadata of the model card {card} (the YAML block between the --- lines at its top) does "
+            f"not parse: {first_line}. Fix the YAML; the Hub would reject the card too."
+        ) from error
     card_text = card.read_text(encoding="utf-8")
     model, tokenizer = load_model_folder(model_dir)
     save_model_folder(model, tokenizer, output_dir)

@@ -20,6 +20,7 @@ share (the series grammar and comparison, `binomial_standard_error`) from the in
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +35,28 @@ TRANSLATION_METRIC_PATH: str = str(_METRICS_DIR / "translation_metrics" / "trans
 
 SERIES_METRIC_PATH: str = str(_METRICS_DIR / "series_metrics" / "series_metrics.py")
 """Absolute path of the series exact/symbolic match module script; ``evaluate.load(SERIES_METRIC_PATH)``."""
+
+
+def check_pairs(predictions: Sequence, references: Sequence, measure: str) -> None:
+    """What every metric here needs: one reference (or one list of references) per prediction, and at least
+    one prediction; `measure` names what would be undefined without any."""
+    if len(predictions) != len(references):
+        raise ValueError(
+            f"got {len(predictions)} predictions but {len(references)} references; pass exactly one "
+            "reference (or one list of references) per prediction"
+        )
+    if not predictions:
+        raise ValueError(f"got no predictions: {measure} over zero examples is undefined")
+
+
+def exact_match(prediction: str, reference: str) -> bool:
+    """The series task's exact match: the strings are equal once surrounding whitespace is stripped. The
+    metric module, the report breakdowns, the demo and the quickstart all judge by this one function.
+
+    >>> exact_match(" x + O(x**6)", "x + O(x**6)"), exact_match("x + O(x**6)", "O(x**6) + x")
+    (True, False)
+    """
+    return prediction.strip() == reference.strip()
 
 
 def binomial_standard_error(proportion: float, n: int) -> float:
@@ -51,7 +74,7 @@ def _load_local_module(path: str, **load_kwargs: Any) -> evaluate.EvaluationModu
     if not Path(path).is_file():
         raise FileNotFoundError(
             f"metric script {path} is missing from the installed package; the wheel must ship "
-            "hf_vanilla_transformer/metrics/**/*.py as package data (see pyproject.toml)"
+            "hf_vanilla_transformer/evaluation/metrics/**/*.py as package data (see pyproject.toml)"
         )
     import evaluate
 

@@ -5,12 +5,12 @@ learned positions (we hand it our own table, so the paper's interleaved sin/cos 
 scaled by sqrt(d_model), one shared vocabulary. CTranslate2 ships converters for Marian and BART but not for a
 custom model class, so the mapping below is ours; it reuses the weight-copying helpers of its BART loader.
 
-    from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
     convert_to_ctranslate2(
         "outputs/multi30k-de-en/averaged", "outputs/ct2/multi30k-de-en-int8", quantization="int8"
     )
 
-Run the exported folder with `hf_vanilla_transformer.ctranslate2_inference.CTranslate2Seq2Seq`.
+Run the exported folder with `hf_vanilla_transformer.interop.ctranslate2_inference.CTranslate2Seq2Seq`.
 """
 
 from __future__ import annotations
@@ -22,9 +22,9 @@ from ctranslate2.converters.converter import Converter
 from ctranslate2.converters.transformers import BartLoader
 from ctranslate2.specs import common_spec, transformer_spec
 
+from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from ..tokenization import load_tokenizer
 from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
-from .modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from .tokenization import load_tokenizer
 
 # transformers' names -> CTranslate2's; "swish" (x * sigmoid(x), OPUS-MT's) is "silu" under another name.
 _ACTIVATIONS = {

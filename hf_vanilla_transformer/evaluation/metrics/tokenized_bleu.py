@@ -24,6 +24,8 @@ import re
 from functools import lru_cache
 from importlib.metadata import version
 
+from . import check_pairs
+
 _COMPOUND = re.compile(r"(\S)-(\S)")
 
 DESCRIPTION = (
@@ -56,13 +58,7 @@ def tokenized_bleu(predictions: list[str], references: list[str], lang: str) -> 
     language `lang`: `{"score": 0-100, "signature": what was computed, with the library versions}`."""
     from sacrebleu.metrics import BLEU
 
-    if len(predictions) != len(references):
-        raise ValueError(
-            f"got {len(predictions)} predictions but {len(references)} references; pass one reference per "
-            "prediction"
-        )
-    if not predictions:
-        raise ValueError("got no predictions: BLEU of an empty corpus is undefined")
+    check_pairs(predictions, references, "BLEU")
     hypotheses = [paper_tokenize(text, lang) for text in predictions]
     tokenized_references = [paper_tokenize(text, lang) for text in references]
     bleu = BLEU(tokenize="none", smooth_method="none", force=True)

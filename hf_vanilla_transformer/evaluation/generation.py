@@ -17,17 +17,15 @@ from pathlib import Path
 import torch
 from tqdm.auto import tqdm
 
-from .saving import load_model_folder
-from .tasks import DataArguments, Task, load_split_texts
+from ..saving import load_model_folder
+from ..tasks import DatasetArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
 
 
 @dataclass
 class EvaluationArguments:
-    model: str = field(
-        default="outputs/run/final", metadata={"help": "A saved model folder (with tokenizer)."}
-    )
+    model: str = field(metadata={"help": "A saved model folder (with its tokenizer) or a Hub name."})
     split: str = field(default="test", metadata={"help": "Which split of the data set to evaluate on."})
     batch_size: int = field(default=32, metadata={"help": "Sentences per generate() call."})
     num_beams: int | None = field(
@@ -52,6 +50,25 @@ class EvaluationArguments:
     )
 
 
+# §6.1: "maximum output length to input length + 50".
+EXTRA_OUTPUT_TOKENS = 50
+
+
+def length_limit(max_new_tokens: int) -> dict:
+    """generate()'s keyword for at most `max_new_tokens` new tokens, given as the decoder's total length
+    (start token + new tokens), which is what generate() turns `max_new_tokens` into: `max_new_tokens` beside
+    a model's saved `max_length` makes generate() warn on every call that one overrides the other."""
+    return {"max_length": 1 + int(max_new_tokens)}
+
+
+def default_max_new_tokens(task: Task, generation_config, source_tokens: int) -> int:
+    """How many tokens a task's output may take: the saved config's `max_length` for tasks whose outputs are
+    many times longer than their inputs (series), else the source's length + 50 (§6.1)."""
+    if task.output_length_from_config:
+        return generation_config.max_length
+    return source_tokens + EXTRA_OUTPUT_TOKENS
+
+
 def _decoding_name(generation: dict) -> str:
     beams = generation.get("num_beams", 1)
     return "greedy" if beams == 1 else f"beam{beams}-lp{generation.get('length_penalty', 1.0)}"
@@ -64,8 +81,8 @@ def generation_settings(eval_args: EvaluationArguments, task: Task, generation_c
     §6.1), or the saved config's `max_length` for tasks whose outputs are many times longer than their inputs.
     """
     max_new_tokens = eval_args.max_new_tokens
-    if max_new_tokens is None and task.output_length_from_config:
-        max_new_tokens = generation_config.max_length
+    if max_new_tokens is None and task.output_length_from_config:  # else per batch, from its sources
+        max_new_tokens = default_max_new_tokens(task, generation_config, source_tokens=0)
     num_beams = eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams
     settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens, "do_sample": False}
     if num_beams > 1:  # greedy has no length penalty: passing one makes generate() warn that it is ignored
@@ -88,12 +105,8 @@ def generate_texts(model, tokenizer, sources: list[str], batch_size: int, genera
         kwargs = dict(generation)
         max_new_tokens = kwargs.pop("max_new_tokens", None)
         if max_new_tokens is None:
-            # §6.1: "maximum output length to input length + 50"
-            max_new_tokens = batch["input_ids"].shape[1] + 50
-        # Passed as the decoder's total length (start token + new tokens), which is what generate() turns
-        # `max_new_tokens` into: given `max_new_tokens` beside the model's saved `max_length`, it would warn
-        # on every batch that one overrides the other.
-        kwargs["max_length"] = 1 + max_new_tokens
+            max_new_tokens = batch["input_ids"].shape[1] + EXTRA_OUTPUT_TOKENS
+        kwargs.update(length_limit(max_new_tokens))
         with torch.inference_mode():
             generated = model.generate(**batch, **kwargs)
         for i, text in zip(indices, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
@@ -101,11 +114,11 @@ def generate_texts(model, tokenizer, sources: list[str], batch_size: int, genera
     return outputs  # type: ignore[return-value]
 
 
-def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> dict:
+def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) -> dict:
     """Generate for `eval_args.split` and score it; write and return the report."""
     task = data_args.task_spec
     model, tokenizer = load_model_folder(eval_args.model)
-    raw = task.load_raw(data_args)
+    raw = data_args.load_raw()
     if eval_args.split not in raw:
         raise ValueError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")
     split = raw[eval_args.split]
@@ -155,7 +168,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DataArguments) -> 
 
 def format_report(report: dict, show_examples: int = 5) -> str:
     """Metrics, breakdowns and a few predictions side by side with their references, for the terminal."""
-    from .tasks import get_task
+    from ..tasks import get_task
 
     lines = [
         f"{report['model']} on {report['split']} ({report['num_examples']} examples, "

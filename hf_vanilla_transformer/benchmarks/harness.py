@@ -10,8 +10,7 @@ runs taken under load can be spotted. Optionally, our model exported to CTransla
 timed on the same decoding tasks in a separate torch-free process, right after; and greedy generate() with a
 static cache and its decoding step compiled by torch.compile, for both models.
 
-`scripts/benchmark.py` is the command line; this module is kept out of the installed package because it is a
-harness, not library code.
+`scripts/benchmark.py` is the command line.
 """
 
 from __future__ import annotations
@@ -29,7 +28,7 @@ from dataclasses import dataclass
 import torch
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
 
-from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from .. import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 
 
 @dataclass(frozen=True)
@@ -155,8 +154,8 @@ def ctranslate2_throughput(
     """New tokens/s of `model` exported to CTranslate2, on `tasks` {name: (batch, new_tokens, num_beams)} with
     the same source batches as `time_generation`, timed in a subprocess that never imports torch, once per
     GEMM backend in `backends` (keys of `CTRANSLATE2_BACKENDS`): {backend: {task: tokens/s}}."""
-    from hf_vanilla_transformer.ctranslate2_export import convert_to_ctranslate2
-    from hf_vanilla_transformer.saving import save_model_folder
+    from ..interop.ctranslate2_export import convert_to_ctranslate2
+    from ..saving import save_model_folder
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:

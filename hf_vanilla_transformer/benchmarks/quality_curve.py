@@ -1,0 +1,115 @@
+"""Quality against training time: the score a run would have shipped had its clock stopped at each of its
+checkpoints (the average of the last N checkpoints up to there, §6.1, scored like the shipped model), against
+the minutes of training spent by then (`time_budget.json`, written into every checkpoint of a run with
+`max_train_minutes`). `scripts/quality_curve.py` is the command line.
+
+One run gives the whole curve when its schedule does not depend on the length of the run (eq. 3's inverse
+square root): training for fewer minutes is then the same run stopped earlier. With `decay_by_clock` a shorter
+budget decays sooner, so each budget is a run of its own, and its point is the run's last checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+from pathlib import Path
+
+from ..evaluation.generation import EvaluationArguments, evaluate_model
+from ..tasks import DatasetArguments
+from ..training.averaging import average_checkpoints
+from ..training.budget import TimeBudget
+
+
+def checkpoints_with_minutes(run_dir: str | Path) -> list[tuple[Path, float]]:
+    """The run's `checkpoint-<step>` folders in step order, each with the minutes of training it records."""
+    run_dir = Path(run_dir)
+    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[-1]))
+    if not checkpoints:
+        raise FileNotFoundError(
+            f"No checkpoint-<step> folders in {run_dir}: is it a training run's output_dir?"
+        )
+    points = []
+    for checkpoint in checkpoints:
+        record = checkpoint / TimeBudget.STATE_FILE
+        if not record.is_file():
+            raise FileNotFoundError(
+                f"{checkpoint} has no {TimeBudget.STATE_FILE}: only runs with --max_train_minutes record the "
+                "time of each checkpoint."
+            )
+        points.append((checkpoint, json.loads(record.read_text(encoding="utf-8"))["elapsed_seconds"] / 60))
+    return points
+
+
+def quality_curve(
+    run_dir: str | Path,
+    eval_args: EvaluationArguments,
+    data_args: DatasetArguments,
+    last: int = 5,
+    every: int = 1,
+) -> list[dict]:
+    """For every `every`-th checkpoint of `run_dir` (the last one always), the average of the last `last`
+    checkpoints up to it, scored by `evaluate_model` with `eval_args` (its `model` is ignored). Each point is
+    `{"step", "minutes", "checkpoints", "metrics"}`; reports are written into the run's `curve/` folder."""
+    if last < 1 or every < 1:
+        raise ValueError(f"`last` ({last}) and `every` ({every}) must be at least 1.")
+    checkpoints = checkpoints_with_minutes(run_dir)
+    chosen = [i for i in range(len(checkpoints)) if (len(checkpoints) - 1 - i) % every == 0]
+    reports = Path(run_dir) / "curve"
+    points = []
+    for index in chosen:
+        window = [path for path, _ in checkpoints[max(0, index - last + 1) : index + 1]]
+        step = int(window[-1].name.split("-")[-1])
+        with tempfile.TemporaryDirectory() as folder:
+            averaged = average_checkpoints(window, Path(folder) / "averaged")
+            args = EvaluationArguments(
+                **{**vars(eval_args), "model": str(averaged), "show_examples": 0,
+                   "output_file": str(reports / f"eval-{eval_args.split}-step{step}.json")}
+            )  # fmt: skip
+            report = evaluate_model(args, data_args)
+        points.append(
+            {
+                "step": step,
+                "minutes": checkpoints[index][1],
+                "checkpoints": [path.name for path in window],
+                "metrics": report["metrics"],
+            }
+        )
+    return points
+
+
+def format_curve(points: list[dict], metric: str) -> str:
+    """The Markdown table behind the plot."""
+    lines = [f"| minutes | step | checkpoints averaged | {metric} |", "|---|---|---|---|"]
+    for point in points:
+        averaged = (
+            f"{point['checkpoints'][0]} to {point['checkpoints'][-1]}"
+            if len(point["checkpoints"]) > 1
+            else point["checkpoints"][0]
+        )
+        lines.append(
+            f"| {point['minutes']:.1f} | {point['step']:,} | {averaged} | {point['metrics'][metric]:.2f} |"
+        )
+    return "\n".join(lines)
+
+
+def plot_curve(points: list[dict], metric: str, path: str | Path, title: str = "") -> Path:
+    """`metric` against minutes of training, one marker per point, as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0))
+    ax.plot([p["minutes"] for p in points], [p["metrics"][metric] for p in points], marker="o")
+    ax.set_xlabel("minutes of training")
+    ax.set_ylabel(metric)
+    ax.set_xlim(left=0)
+    ax.grid(alpha=0.3)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path

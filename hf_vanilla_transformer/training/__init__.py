@@ -1,0 +1,72 @@
+"""The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock), `batching`
+(token-budget batches and the `Seq2SeqTrainer` on them), `logs` (loss log and curves), `budget` (training by
+the clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses and files, and
+what both loops build from them), `trainer` (`run_training`, the Trainer path) and `accelerate_loop` (the
+same recipe in a plain Accelerate loop). Their public names are importable from here.
+
+What comes from libraries: the optimizer (Adam in `Seq2SeqTrainingArguments`), the warmup + inverse
+square-root schedule (transformers' `inverse_sqrt`), label smoothing (`torch.nn.functional.cross_entropy`,
+inside the model), padding (`DataCollatorForSeq2Seq`), distributed sharding and mixed precision
+(Accelerate, through the Trainer), argument and recipe parsing (`HfArgumentParser`). What is written here
+because no well-kept library offers it for the Trainer: batches filled up to a token budget (fairseq's
+`--max-tokens`, which is how the paper batched, §5.1), and averaging the weights of the last N checkpoints
+(§6.1).
+"""
+
+from .accelerate_loop import create_optimizer, create_scheduler, run_accelerate_training, train_loop
+from .arguments import (
+    RECIPE_SUFFIXES,
+    TASK_METRIC,
+    TRAINING_ARGUMENTS,
+    ModelArguments,
+    PaperSeq2SeqTrainingArguments,
+    RecipeArguments,
+    build_model,
+    load_config_overrides,
+    load_recipe,
+    parse_recipe_and_args,
+    prepare_training,
+    set_paper_learning_rate,
+)
+from .averaging import average_checkpoints, last_checkpoints
+from .batching import TokenBudgetBatchSampler, TokenBudgetSeq2SeqTrainer, example_lengths
+from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
+from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
+from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
+from .trainer import run_training
+
+__all__ = [
+    "LOSS_LOG_NAME",
+    "LOSS_PLOT_NAME",
+    "RECIPE_SUFFIXES",
+    "TASK_METRIC",
+    "TRAINING_ARGUMENTS",
+    "LossLog",
+    "LossPlotCallback",
+    "ModelArguments",
+    "PaperSeq2SeqTrainingArguments",
+    "RecipeArguments",
+    "TimeBudget",
+    "TimeBudgetCallback",
+    "TimeBudgetProgressCallback",
+    "TokenBudgetBatchSampler",
+    "TokenBudgetSeq2SeqTrainer",
+    "average_checkpoints",
+    "build_model",
+    "clock_linear_schedule",
+    "create_optimizer",
+    "create_scheduler",
+    "example_lengths",
+    "last_checkpoints",
+    "load_config_overrides",
+    "load_recipe",
+    "paper_learning_rate",
+    "paper_peak_learning_rate",
+    "parse_recipe_and_args",
+    "plot_loss_curves",
+    "prepare_training",
+    "run_accelerate_training",
+    "run_training",
+    "set_paper_learning_rate",
+    "train_loop",
+]

@@ -1,0 +1,285 @@
+"""A training recipe: the argument dataclasses (model, recipe and the paper's Trainer defaults; the data's are
+`tasks.DataArguments`), recipe files, and what both loops build from them (tokenizer, data, seeded model,
+eq. 3 learning rate)."""
+
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+import yaml
+from transformers import (
+    HfArgumentParser,
+    SchedulerType,
+    Seq2SeqTrainingArguments,
+    set_seed,
+)
+
+from ..cli import parse_dataclasses
+from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from ..tasks import DataArguments, prepare_dataset
+from .budget import TimeBudget
+from .schedules import paper_peak_learning_rate
+
+logger = logging.getLogger(__name__)
+
+TASK_METRIC = "task_metric"  # stands for the task's own metric in `metric_for_best_model`
+
+
+@dataclass
+class ModelArguments:
+    """Which model to train: a named preset plus overrides, a config JSON, or a saved model to continue."""
+
+    preset: str = field(default="transformer-small", metadata={"help": f"One of {', '.join(PRESETS)}."})
+    config_overrides: dict | str | None = field(
+        default=None,
+        metadata={
+            "help": "Config fields over the preset: a mapping in a recipe file; on the command line a JSON "
+            "object, e.g. '{\"dropout\": 0.3}', or the path of a JSON file."
+        },
+    )
+    model_name_or_path: str | None = field(
+        default=None, metadata={"help": "Start from a saved model instead."}
+    )
+    attn_implementation: str = field(default="sdpa", metadata={"help": "sdpa (default) or eager."})
+
+
+@dataclass
+class RecipeArguments:
+    """How the learning rate is set and how long training may take (the rest of the recipe is in
+    `PaperSeq2SeqTrainingArguments`)."""
+
+    paper_learning_rate: bool = field(
+        default=True,
+        metadata={
+            "help": "Set the peak learning rate by eq. 3 (lr_scale * d_model^-0.5 * warmup^-0.5), "
+            "ignoring --learning_rate."
+        },
+    )
+    lr_scale: float = field(default=1.0, metadata={"help": "Multiplier of the eq. 3 learning rate."})
+    max_train_minutes: float | None = field(
+        default=None, metadata={"help": "Stop training (and save) after this many minutes of wall time."}
+    )
+    decay_by_clock: bool = field(
+        default=False,
+        metadata={
+            "help": "With lr_scheduler_type linear and max_train_minutes: decay to zero as the time budget "
+            "ends, not at max_steps (which is then only an upper bound)."
+        },
+    )
+
+    def check(self, training_args: Seq2SeqTrainingArguments) -> None:
+        """Refuse a combination that cannot be trained, naming the options to change."""
+        if not self.decay_by_clock:
+            return
+        if self.max_train_minutes is None:
+            raise ValueError(
+                "decay_by_clock decays the learning rate over the time budget: set --max_train_minutes too."
+            )
+        if SchedulerType(training_args.lr_scheduler_type) != SchedulerType.LINEAR:
+            raise ValueError(
+                "decay_by_clock is a linear decay: set --lr_scheduler_type linear (got "
+                f"{SchedulerType(training_args.lr_scheduler_type).value})."
+            )
+
+    def time_budget(self) -> TimeBudget | None:
+        return TimeBudget(self.max_train_minutes) if self.max_train_minutes is not None else None
+
+
+@dataclass
+class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
+    """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (§5.3): Adam with betas (0.9, 0.98)
+    and eps 1e-9 (torch's AdamW with no weight decay is Adam), no gradient clipping, linear warmup then
+    inverse square-root decay over 4000 warmup steps; plus generation during evaluation so the task metric
+    can pick the best checkpoint. Both training loops read these fields."""
+
+    output_dir: str | None = field(
+        default="outputs/run", metadata={"help": "Where checkpoints, logs and the final model go."}
+    )
+    adam_beta1: float = field(default=0.9, metadata={"help": "Adam's beta1 (§5.3: 0.9)."})
+    adam_beta2: float = field(default=0.98, metadata={"help": "Adam's beta2 (§5.3: 0.98)."})
+    adam_epsilon: float = field(default=1e-9, metadata={"help": "Adam's epsilon (§5.3: 1e-9)."})
+    weight_decay: float = field(
+        default=0.0,
+        metadata={
+            "help": "Decoupled weight decay (AdamW) on all weights but biases and LayerNorm (paper: 0)."
+        },
+    )
+    max_grad_norm: float = field(
+        default=0.0, metadata={"help": "Clip gradients to this global norm; 0 does not clip (the paper's)."}
+    )
+    lr_scheduler_type: SchedulerType | str = field(
+        default="inverse_sqrt",
+        metadata={"help": "Learning-rate schedule after warmup; inverse_sqrt with the eq. 3 peak is eq. 3."},
+    )
+    warmup_steps: float = field(
+        default=4000,
+        metadata={"help": "Linear warmup steps (§5.3: 4000); below 1, a fraction of the training steps."},
+    )
+    predict_with_generate: bool = field(
+        default=True, metadata={"help": "Generate during evaluation so the task metric can be computed."}
+    )
+    save_total_limit: int | None = field(
+        default=5,
+        metadata={"help": "Keep this many checkpoints (the best one as well); §6.1 averages the last 5."},
+    )
+    metric_for_best_model: str | None = field(
+        default=TASK_METRIC,
+        metadata={"help": f"'{TASK_METRIC}' (default) is the task's metric: BLEU or exact match."},
+    )
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={
+            "help": "Continue a run from a checkpoint-<step> folder (train.py) or a state-<step> folder "
+            "(train_accelerate.py)."
+        },
+    )
+    dataloader_pin_memory: bool = field(
+        default=torch.cuda.is_available(),
+        metadata={"help": "Pin batches in page-locked memory for faster copies to a GPU (on with CUDA)."},
+    )
+
+
+TRAINING_ARGUMENTS = (ModelArguments, DataArguments, RecipeArguments, PaperSeq2SeqTrainingArguments)
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def parse_recipe_and_args(parser: HfArgumentParser, args: Sequence[str] | None = None) -> tuple:
+    """Parse `[recipe file] [--option value ...]` into the parser's dataclasses: the recipe's values replace
+    the defaults, and options on the command line replace the recipe's.
+
+    A recipe is a YAML (or JSON) mapping of option names to values, the keys that
+    `HfArgumentParser.parse_yaml_file` reads; `config_overrides` may be a nested mapping. Its values become
+    the parser's defaults, so they go through the same conversions as command-line values (`1e-9` in YAML is
+    a string; it still becomes a float). A key that is no option, or a missing file, raises an error naming
+    the key or the path.
+    """
+    args = list(sys.argv[1:] if args is None else args)
+    if args and not args[0].startswith("-") and args[0].endswith(RECIPE_SUFFIXES):
+        parser.set_defaults(**load_recipe(args.pop(0), parser))
+    return parse_dataclasses(parser, args)
+
+
+def load_recipe(path: str | Path, parser: HfArgumentParser) -> dict:
+    """Read a recipe file into a dict, checking that each key is an option of `parser`'s dataclasses."""
+    path = Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"No recipe file at {path}: give the path of a .yaml (or .json) recipe.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        recipe = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise ValueError(f"Recipe {path} does not parse: {error}") from error
+    if not isinstance(recipe, dict):
+        raise ValueError(f"Recipe {path} must be a mapping of option names to values, got {recipe!r}.")
+    options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
+    unknown = sorted(set(recipe) - options)
+    if unknown:
+        hints = []
+        for key in unknown:
+            close = difflib.get_close_matches(key, options, n=1)
+            hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
+        raise ValueError(
+            f"Recipe {path} sets {', '.join(hints)}: not an option of "
+            f"{', '.join(dtype.__name__ for dtype in parser.dataclass_types)}. `--help` lists the options."
+        )
+    return recipe
+
+
+def load_config_overrides(value: dict | str | None) -> dict:
+    """Read `config_overrides`: a mapping (from a recipe file), inline JSON, or the path of a JSON file."""
+    if not value:
+        return {}
+    if isinstance(value, dict):
+        return dict(value)
+    text = Path(value).read_text() if Path(value).is_file() else value
+    try:
+        overrides = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise ValueError(
+            f"--config_overrides is neither a JSON object nor a JSON file: {value!r} ({error})."
+        ) from error
+    if not isinstance(overrides, dict):
+        raise ValueError(f"--config_overrides must be a JSON object of config fields, got {overrides!r}.")
+    return overrides
+
+
+def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
+    """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
+    if model_args.model_name_or_path:
+        return VanillaTransformerForConditionalGeneration.from_pretrained(
+            model_args.model_name_or_path, attn_implementation=model_args.attn_implementation
+        )
+    specials = {
+        "pad_token_id": tokenizer.pad_token_id,
+        "bos_token_id": tokenizer.bos_token_id,
+        "eos_token_id": tokenizer.eos_token_id,
+        "decoder_start_token_id": tokenizer.bos_token_id,
+    }
+    config = VanillaTransformerConfig.from_preset(
+        model_args.preset,
+        vocab_size=len(tokenizer),
+        **specials,
+        **load_config_overrides(model_args.config_overrides),
+    )
+    return VanillaTransformerForConditionalGeneration._from_config(
+        config, attn_implementation=model_args.attn_implementation
+    )
+
+
+def set_paper_learning_rate(
+    recipe_args: RecipeArguments, training_args: Seq2SeqTrainingArguments, d_model: int
+) -> float:
+    """Set `training_args.learning_rate` to `lr_scale` times eq. 3's peak (unless `paper_learning_rate` is
+    off) and return the learning rate training will peak at."""
+    if recipe_args.paper_learning_rate:
+        training_args.learning_rate = recipe_args.lr_scale * paper_peak_learning_rate(
+            d_model, max(1, int(training_args.warmup_steps))
+        )
+    return training_args.learning_rate
+
+
+def prepare_training(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    recipe_args: RecipeArguments,
+    training_args: PaperSeq2SeqTrainingArguments,
+):
+    """What both training loops start from: the tokenizer, the tokenized splits, and the model, built after
+    seeding with `training_args.seed` so that a recipe's seed fixes the initial weights too; sets the
+    learning rate by eq. 3 (`set_paper_learning_rate`)."""
+    from transformers import AutoTokenizer
+
+    from ..saving import check_tokenizer_location
+
+    recipe_args.check(training_args)
+    if not data_args.tokenizer:
+        raise ValueError(
+            "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "
+            "a Hub name)."
+        )
+    check_tokenizer_location(data_args.tokenizer)
+    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
+    # corpus of millions of pairs is tokenized once, not once per GPU).
+    with training_args.main_process_first(desc="tokenizing the data"):
+        datasets_ = prepare_dataset(data_args, tokenizer)
+    set_seed(training_args.seed)
+    model = build_model(model_args, tokenizer)
+    set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
+    logger.info(
+        "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
+        model_args.model_name_or_path or model_args.preset,
+        sum(p.numel() for p in model.parameters()) / 1e6,
+        training_args.learning_rate,
+        datasets_["train"].num_rows,
+    )
+    return tokenizer, datasets_, model

@@ -1,0 +1,134 @@
+"""Batches filled up to a token budget (fairseq's `--max-tokens`, how the paper batched, §5.1), and the
+`Seq2SeqTrainer` that trains on them. Written here because no well-kept library offers it for the Trainer."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+
+import torch
+from transformers import (
+    Seq2SeqTrainer,
+)
+from transformers.trainer_pt_utils import BatchRebalanceSampler
+
+from .budget import TimeBudget
+from .schedules import clock_linear_schedule
+
+
+class TokenBudgetBatchSampler(BatchRebalanceSampler):
+    """Batches of similar-length examples holding at most `max_tokens` padded tokens each (§5.1; fairseq's
+    `--max-tokens`), instead of a fixed number of sentences.
+
+    A batch's cost is `len(batch) * max(lengths in batch)`: what it occupies after padding. Batches are
+    formed once from the examples sorted by length (ties broken by a seeded shuffle); each epoch shuffles
+    the order of the batches with `seed + epoch`, so runs are reproducible and a resumed run sees the same
+    batches. Under data parallelism, each of `num_replicas` ranks takes every `num_replicas`-th batch; the
+    list is padded with repeated batches so all ranks take the same number of steps.
+
+    It derives from transformers' `BatchRebalanceSampler` only for what the Trainer does with that type:
+    pass it as a `batch_sampler` and not shard it a second time (this sampler is already rank-aware).
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        max_tokens: int,
+        max_sentences: int | None = None,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+    ):
+        if max_tokens < 1:
+            raise ValueError(f"`max_tokens` must be positive, got {max_tokens}.")
+        longest = max(lengths) if len(lengths) else 0
+        if longest > max_tokens:
+            raise ValueError(
+                f"An example of {longest} tokens exceeds the batch budget `max_tokens={max_tokens}`: raise "
+                "the budget or filter long examples out first."
+            )
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"`rank` ({rank}) must be in [0, num_replicas={num_replicas}).")
+        self.max_tokens = max_tokens
+        self.max_sentences = max_sentences
+        self.shuffle = shuffle
+        self.seed = seed
+        self.num_replicas = num_replicas
+        self.rank = rank
+        self.epoch = 0
+        self.batches = self._make_batches(list(lengths))
+
+    def _make_batches(self, lengths: list[int]) -> list[list[int]]:
+        order = list(range(len(lengths)))
+        random.Random(self.seed).shuffle(order)  # random tie-breaking among equal lengths
+        order.sort(key=lambda i: lengths[i])
+        batches, batch, batch_max = [], [], 0
+        for index in order:
+            new_max = max(batch_max, lengths[index])
+            full = (len(batch) + 1) * new_max > self.max_tokens or (
+                self.max_sentences is not None and len(batch) >= self.max_sentences
+            )
+            if batch and full:
+                batches.append(batch)
+                batch, new_max = [], lengths[index]
+            batch.append(index)
+            batch_max = new_max
+        if batch:
+            batches.append(batch)
+        if self.num_replicas > 1 and len(batches) % self.num_replicas:
+            batches += batches[: self.num_replicas - len(batches) % self.num_replicas]
+        return batches
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(range(len(self.batches)))
+        if self.shuffle:
+            random.Random(self.seed + self.epoch).shuffle(order)
+        for position in order[self.rank :: self.num_replicas]:
+            yield self.batches[position]
+
+    def __len__(self) -> int:
+        return len(self.batches) // self.num_replicas
+
+
+def example_lengths(dataset) -> list[int]:
+    """Padded cost of each tokenized example: the longer of its source and its target."""
+    if hasattr(dataset, "column_names"):  # a `datasets.Dataset`: read two columns, not every row
+        return [max(len(s), len(t)) for s, t in zip(dataset["input_ids"], dataset["labels"], strict=True)]
+    return [max(len(example["input_ids"]), len(example["labels"])) for example in dataset]
+
+
+class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`TokenBudgetBatchSampler`)
+    instead of a fixed `per_device_train_batch_size`, and given `clock_decay`, decays the learning rate over
+    that time budget (`clock_linear_schedule`). Everything else is the stock Trainer."""
+
+    def __init__(self, *args, max_tokens: int | None = None, clock_decay: TimeBudget | None = None, **kwargs):
+        self.max_tokens = max_tokens
+        self.clock_decay = clock_decay
+        super().__init__(*args, **kwargs)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        if self.lr_scheduler is None and self.clock_decay is not None:
+            self.lr_scheduler = clock_linear_schedule(
+                optimizer if optimizer is not None else self.optimizer,
+                self.args.get_warmup_steps(num_training_steps),
+                self.clock_decay,
+            )
+            self._created_lr_scheduler = True
+        return super().create_scheduler(num_training_steps, optimizer)
+
+    def _get_train_sampler(self, train_dataset=None):
+        if self.max_tokens is None:
+            return super()._get_train_sampler(train_dataset)
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        return TokenBudgetBatchSampler(
+            example_lengths(dataset),
+            max_tokens=self.max_tokens,
+            seed=self.args.seed,
+            num_replicas=self.args.world_size,
+            rank=self.args.process_index,
+        )

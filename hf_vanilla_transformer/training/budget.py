@@ -1,0 +1,136 @@
+"""Training by the clock: the wall time a run may take, kept across resumes and processes, the callback that
+stops the Trainer when it is spent, and a progress bar in minutes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from pathlib import Path
+
+import torch
+from accelerate import PartialState
+from accelerate.utils import broadcast
+from tqdm.auto import tqdm
+from transformers import (
+    ProgressCallback,
+    TrainerCallback,
+)
+
+logger = logging.getLogger(__name__)
+
+
+class TimeBudget:
+    """Wall time allowed for training, counted from `start()`. For recipes with a time budget rather than
+    a step count. A resumed run continues the clock where its checkpoint left it (`state_dict`).
+
+    Under data parallelism every process must stop after the same step (the others would wait forever in
+    the next gradient all-reduce) and use the same learning rate, so `elapsed()` returns the main process's
+    reading on every process."""
+
+    STATE_FILE = "time_budget.json"  # in each checkpoint folder of a Trainer run
+
+    def __init__(self, minutes: float):
+        if minutes <= 0:
+            raise ValueError(f"The time budget must be positive, got {minutes} minutes.")
+        self.minutes = minutes
+        self.started: float | None = None
+        self.spent_before = 0.0  # seconds spent before a resume
+        self.decay_from: float | None = None  # share of the budget spent when a clock decay began
+
+    def start(self) -> None:
+        self.started = time.monotonic() - self.spent_before
+
+    def elapsed(self) -> float:
+        """Seconds of the budget spent so far (before `start()`: those spent before a resume)."""
+        elapsed = self.spent_before if self.started is None else time.monotonic() - self.started
+        state = PartialState()
+        if state.num_processes > 1:
+            reading = torch.tensor([elapsed], dtype=torch.float64, device=state.device)
+            elapsed = float(broadcast(reading, from_process=0).item())
+        return elapsed
+
+    def fraction(self) -> float:
+        """The share of the budget spent, from 0 to 1."""
+        return min(1.0, self.elapsed() / (self.minutes * 60))
+
+    def spent(self) -> bool:
+        return self.started is not None and self.fraction() >= 1.0
+
+    def state_dict(self) -> dict:
+        return {"minutes": self.minutes, "elapsed_seconds": self.elapsed(), "decay_from": self.decay_from}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.spent_before = float(state["elapsed_seconds"])
+        self.decay_from = state.get("decay_from")
+        if self.started is not None:
+            self.start()
+
+    def save(self, folder: str | Path, write: bool = True) -> None:
+        """Record the time spent in the checkpoint `folder`; every process calls it (the reading is shared),
+        the one with `write` writes."""
+        record = self.state_dict()
+        if write:
+            (Path(folder) / self.STATE_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
+
+    def load(self, folder: str | Path) -> bool:
+        """Continue the clock of the checkpoint `folder`; False if it has no record of one."""
+        path = Path(folder) / self.STATE_FILE
+        if not path.is_file():
+            return False
+        self.load_state_dict(json.loads(path.read_text(encoding="utf-8")))
+        return True
+
+
+class TimeBudgetCallback(TrainerCallback):
+    """Stops a Trainer run once its `TimeBudget` is spent; the Trainer then saves and evaluates as at the end
+    of any run. Each checkpoint records the time spent, so that a resumed run continues the clock."""
+
+    def __init__(self, budget: TimeBudget):
+        self.budget = budget
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self.budget.start()
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if self.budget.spent():
+            logger.info(
+                "Time budget of %.1f minutes reached at step %d.", self.budget.minutes, state.global_step
+            )
+            control.should_training_stop = True
+            control.should_save = args.save_strategy != "no"
+            control.should_evaluate = args.eval_strategy != "no"
+
+    def on_save(self, args, state, control, **kwargs):
+        folder = Path(args.output_dir) / f"checkpoint-{state.global_step}"
+        self.budget.save(folder, write=state.is_world_process_zero and folder.is_dir())
+
+
+class TimeBudgetProgressCallback(ProgressCallback):
+    """The training bar of a run with a time budget counts the budget's minutes, the step beside them: a bar
+    of `max_steps` would promise steps (and hours) that a run stopped by the clock never reaches."""
+
+    def __init__(self, minutes: float, spent_minutes: float = 0.0):
+        super().__init__()
+        self.minutes = minutes
+        self.spent_minutes = spent_minutes  # before a resume
+        self.started = 0.0
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            self.started = time.monotonic() - self.spent_minutes * 60
+            self.training_bar = tqdm(
+                total=self.minutes,
+                desc="training",
+                unit="min",
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.1f}/{total:g} min of the budget{postfix}",
+                dynamic_ncols=True,
+                mininterval=1.0,
+            )
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.is_world_process_zero:
+            elapsed = min(self.minutes, (time.monotonic() - self.started) / 60)
+            self.training_bar.n = elapsed
+            self.training_bar.set_postfix_str(f"step {state.global_step}", refresh=False)
+            self.training_bar.update(0)  # redraws at most every `mininterval` seconds

@@ -15,12 +15,7 @@ from pathlib import Path
 
 import torch
 import yaml
-from transformers import (
-    HfArgumentParser,
-    SchedulerType,
-    Seq2SeqTrainingArguments,
-    set_seed,
-)
+from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments, set_seed
 
 from ..cli import parse_dataclasses
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig

@@ -7,9 +7,7 @@ import random
 from collections.abc import Iterator, Sequence
 
 import torch
-from transformers import (
-    Seq2SeqTrainer,
-)
+from transformers import Seq2SeqTrainer
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
 from .budget import TimeBudget

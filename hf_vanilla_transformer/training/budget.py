@@ -12,10 +12,7 @@ import torch
 from accelerate import PartialState
 from accelerate.utils import broadcast
 from tqdm.auto import tqdm
-from transformers import (
-    ProgressCallback,
-    TrainerCallback,
-)
+from transformers import ProgressCallback, TrainerCallback
 
 logger = logging.getLogger(__name__)
 

@@ -5,9 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from transformers import (
-    TrainerCallback,
-)
+from transformers import TrainerCallback
 
 LOSS_PLOT_NAME = "loss_curves.png"
 LOSS_LOG_NAME = "loss_log.jsonl"

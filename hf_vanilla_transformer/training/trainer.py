@@ -5,9 +5,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from transformers import (
-    ProgressCallback,
-)
+from transformers import ProgressCallback
 
 from ..data.preprocessing import build_seq2seq_collator
 from ..tasks import DataArguments, make_compute_metrics

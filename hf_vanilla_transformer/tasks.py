@@ -21,7 +21,7 @@ import numpy as np
 from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
-from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
+from .data.preprocessing import LABEL_PAD_TOKEN_ID, PREPARED_DATA_MADE_BY, TextField, tokenize_pairs
 from .data.translation import load_translation_dataset
 from .evaluation.metrics import load_series_metric, load_translation_metric
 from .evaluation.metrics.tokenized_bleu import tokenized_bleu
@@ -266,10 +266,9 @@ class DatasetArguments:
     def load_raw(self) -> DatasetDict:
         """The task's raw splits of `dataset`."""
         if not self.dataset:
-            maker = "prepare_translation.py" if self.task == "translation" else "generate_series.py"
             raise ValueError(
-                f"No data set given: pass --dataset (a prepared folder or a Hub name; `python "
-                f"scripts/{maker} --help` says how to make one)."
+                "No data set given: pass --dataset (a prepared folder or a Hub name; "
+                f"`{PREPARED_DATA_MADE_BY[self.task]}` makes one)."
             )
         return self.task_spec.load_raw(self)
 

@@ -29,7 +29,8 @@ mkdir -p "$OUT"
 if [ ! -x "$FS/fairseq-train" ]; then
     TORCH=$(python -c "import torch; print(torch.__version__.split('+')[0])")
     python -m venv "$FAIRSEQ_VENV"
-    "$FS/pip" install "torch==$TORCH" cython numpy "setuptools<70"
+    "$FS/pip" install "torch==$TORCH" cython numpy
+    "$FS/pip" install "setuptools<70"  # alone: torch asks for a newer one, which fairseq's build cannot use
     "$FS/pip" install --no-build-isolation "fairseq-fixed==0.12.3.1"
 fi
 

@@ -13,7 +13,7 @@
 # (outputs/data/multi30k-de-en, outputs/tokenizers/multi30k-de-en-bpe8k). fairseq gets a virtual environment
 # of its own (its pins clash with this package's), made on first use at $FAIRSEQ_VENV (outputs/fairseq-venv):
 # fairseq-fixed 0.12.3.1, a maintained fairseq 0.12 sdist, builds on Python 3.11 against the same torch when
-# cython, numpy and setuptools<70 are installed first and it is built without build isolation (about 5
+# cython, numpy, wheel and setuptools<70 are installed first and it is built without build isolation (about 5
 # minutes). Loading its own checkpoints under torch >= 2.6 needs TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1.
 set -euo pipefail
 MINUTES=${1:-25}
@@ -30,7 +30,7 @@ if [ ! -x "$FS/fairseq-train" ]; then
     TORCH=$(python -c "import torch; print(torch.__version__.split('+')[0])")
     python -m venv "$FAIRSEQ_VENV"
     "$FS/pip" install "torch==$TORCH" cython numpy
-    "$FS/pip" install "setuptools<70"  # alone: torch asks for a newer one, which fairseq's build cannot use
+    "$FS/pip" install "setuptools<70" wheel  # alone: torch asks for a newer setuptools than fairseq builds with
     "$FS/pip" install --no-build-isolation "fairseq-fixed==0.12.3.1"
 fi
 

@@ -3,13 +3,8 @@ GPUs, from the model's FLOPs. An estimate, not a measurement: nothing is trained
 
     python scripts/estimate_gpu_time.py [--vocab_size 37000] [--utilisation 0.3]
 
-Work per step: 6 x (encoder weights x source tokens + (decoder weights + output projection) x target tokens),
-the matrix products of forward and backward (attention scores left out, a few per cent at WMT lengths), for
-the paper's 25,000 source and 25,000 target tokens a step (§5.1), counted on the models the recipes build.
-The utilisation a GPU reaches is the unknown. By default it is the one the paper's own runs imply: their
-FLOPs over 8 P100s (9.3 TFLOP/s each in float32, the PCIe card's peak; the paper does not say which P100)
-for 12 hours (base) or 3.5 days (big). Current GPUs in bfloat16 are assumed to reach that same share of their
-dense bfloat16 peak; pass --utilisation to assume another.
+The work per step, and the utilisation assumed by default (the one the paper's own runs imply), are explained
+in `hf_vanilla_transformer.benchmarks.gpu_estimate`; pass --utilisation to assume another.
 """
 
 from dataclasses import dataclass, field

@@ -14,7 +14,8 @@
 # of its own (its pins clash with this package's), made on first use at $FAIRSEQ_VENV (outputs/fairseq-venv):
 # fairseq-fixed 0.12.3.1, a maintained fairseq 0.12 sdist, builds on Python 3.11 against the same torch when
 # cython, numpy, wheel and setuptools<70 are installed first and it is built without build isolation (about 5
-# minutes). Loading its own checkpoints under torch >= 2.6 needs TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1.
+# minutes). fairseq-generate loads its own checkpoints unpickling them whole, which torch >= 2.6 allows only
+# with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1: it reads only the files this script's fairseq run wrote.
 set -euo pipefail
 MINUTES=${1:-25}
 OUT=outputs/fairseq-vs-ours-${MINUTES}min
@@ -70,18 +71,22 @@ OMP_NUM_THREADS=$THREADS "$FS/fairseq-train" "$OUT/data-bin" --cpu --seed 0 --nu
 
 # The last 5 checkpoints averaged: the final one (checkpoint_last.pt) and the 4 interval ones before it, as
 # scripts/average_checkpoints.py averages ours (fairseq's own averaging script is not in its package).
-TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 "$FS/python" - "$OUT/fairseq" <<'EOF'
+"$FS/python" - "$OUT/fairseq" <<'EOF'
+import argparse
 import sys
 from pathlib import Path
 
 import torch
 
+# Tensors only, plus the one non-tensor type fairseq 0.12 stores (its arguments, an argparse.Namespace): no
+# other object is unpickled.
+torch.serialization.add_safe_globals([argparse.Namespace])
 folder = Path(sys.argv[1])
-last = torch.load(folder / "checkpoint_last.pt", map_location="cpu")
+last = torch.load(folder / "checkpoint_last.pt", map_location="cpu", weights_only=True)
 updates = last["optimizer_history"][-1]["num_updates"]
 interval = sorted(folder.glob("checkpoint_*_*.pt"), key=lambda path: int(path.stem.rsplit("_", 1)[1]))
 earlier = [path for path in interval if int(path.stem.rsplit("_", 1)[1]) < updates][-4:]
-states = [torch.load(path, map_location="cpu")["model"] for path in earlier] + [last["model"]]
+states = [torch.load(path, map_location="cpu", weights_only=True)["model"] for path in earlier] + [last["model"]]
 last["model"] = {key: sum(state[key].float() for state in states) / len(states) for key in last["model"]}
 torch.save(last, folder / "averaged.pt")
 print(f"fairseq: averaged {', '.join(path.name for path in earlier)} and checkpoint_last.pt (update {updates})")

@@ -274,3 +274,33 @@ def test_shipped_accelerate_configs_load(name):
     assert config.num_processes >= 8 and config.mixed_precision == "bf16"
     if name == "fsdp":
         assert "VanillaTransformerEncoderLayer" in config.fsdp_config["fsdp_transformer_layer_cls_to_wrap"]
+
+
+def test_training_profile_splits_the_recipes_steps(translation_data, tmp_path, monkeypatch):
+    from hf_vanilla_transformer.benchmarks.training_profile import (
+        ProfileArguments,
+        format_profile,
+        profile_training,
+    )
+    from hf_vanilla_transformer.cli import make_parser
+    from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args
+
+    monkeypatch.chdir(tmp_path)
+    parser = make_parser(*TRAINING_ARGUMENTS, ProfileArguments)
+    *training_arguments, profile_args = parse_recipe_and_args(
+        parser,
+        [str(RECIPE), *_tiny(translation_data), "--max_tokens", "600", "--profile_warmup_steps", "1",
+         "--profile_steps", "3", "--profiler_steps", "1"],
+    )  # fmt: skip
+    result = profile_training(*training_arguments, profile_args)
+    assert result["steps_timed"] == 3
+    assert sum(result["phases"].values()) == pytest.approx(1.0)
+    assert result["phases"]["forward_backward"] > result["phases"]["after_step"]
+    assert sum(result["operators"].values()) == pytest.approx(1.0, abs=1e-6)
+    assert result["operators"]["matrix products"] > 0 and result["operators"]["output softmax + loss"] > 0
+    # Batches of at most 600 padded positions, filled by length: little but some padding, real tokens counted.
+    assert 0 < result["sentences_per_step"] and result["target_tokens_per_step"] <= 600
+    assert 0 <= result["target_padding"] < 0.5 and 0 <= result["source_padding"] < 0.5
+    assert result["useful_share_of_peak"] <= result["executed_share_of_peak"]
+    assert "| target tokens per second |" in format_profile(result)
+    assert list(tmp_path.iterdir()) == []  # no checkpoint, no final model, not even the recipe's output_dir

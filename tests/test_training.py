@@ -1,6 +1,7 @@
 """The training recipe: eq. 3 schedule, token-budget batches, resume, loss plot, checkpoint averaging."""
 
 import json
+import logging
 
 import pytest
 import torch
@@ -15,6 +16,7 @@ from hf_vanilla_transformer.training import (
     LossLog,
     LossPlotCallback,
     RecipeArguments,
+    TiedKeysWarningFilter,
     TimeBudget,
     TimeBudgetCallback,
     TimeBudgetProgressCallback,
@@ -127,6 +129,31 @@ def _trainer(tmp_path, word_tokenizer, max_steps, **kwargs):
     )
 
 
+class _RecordingHandler(logging.Handler):
+    def __init__(self):
+        super().__init__(level=logging.WARNING)
+        self.messages = []
+
+    def emit(self, record):
+        self.messages.append(record.getMessage())
+
+
+def test_tied_keys_filter_passes_every_other_missing_key(word_tokenizer):
+    model = VanillaTransformerForConditionalGeneration(tiny_config())
+    quiet = TiedKeysWarningFilter(model)
+
+    def passes(message):
+        return quiet.filter(
+            logging.LogRecord("transformers.trainer", logging.WARNING, "", 0, message, (), None)
+        )
+
+    tied = ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"]
+    assert not passes(f"{TiedKeysWarningFilter.PREFIX}{tied}.")
+    assert passes(f"{TiedKeysWarningFilter.PREFIX}{[*tied, 'model.shared.weight']}.")  # no copy was loaded
+    assert passes(f"{TiedKeysWarningFilter.PREFIX}{['model.encoder.layers.0.fc1.weight']}.")
+    assert passes("Some other warning.")
+
+
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_tokenizer):
     uninterrupted = _trainer(tmp_path / "full", word_tokenizer, max_steps=6)
     uninterrupted.train()
@@ -137,7 +164,14 @@ def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_token
     )  # stands for a run killed after step 3
     killed.train()
     resumed = _trainer(tmp_path / "killed", word_tokenizer, max_steps=6)
-    resumed.train(resume_from_checkpoint=str(tmp_path / "killed" / "checkpoint-3"))
+    warnings = _RecordingHandler()
+    logging.getLogger("transformers").addHandler(warnings)
+    try:
+        resumed.train(resume_from_checkpoint=str(tmp_path / "killed" / "checkpoint-3"))
+    finally:
+        logging.getLogger("transformers").removeHandler(warnings)
+    # The checkpoint holds the tied embeddings once: no "missing keys" warning for the other names.
+    assert not [message for message in warnings.messages if "missing keys" in message], warnings.messages
     assert resumed.state.global_step == 6
     for name, tensor in resumed.model.state_dict().items():
         torch.testing.assert_close(tensor, reference[name], atol=1e-6, rtol=1e-5, msg=name)

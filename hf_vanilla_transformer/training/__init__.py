@@ -29,11 +29,16 @@ from .arguments import (
     set_paper_learning_rate,
 )
 from .averaging import average_checkpoints, last_checkpoints
-from .batching import TokenBudgetBatchSampler, TokenBudgetSeq2SeqTrainer, example_lengths
+from .batching import (
+    TiedKeysWarningFilter,
+    TokenBudgetBatchSampler,
+    TokenBudgetSeq2SeqTrainer,
+    example_lengths,
+)
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
 from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
-from .trainer import run_training
+from .trainer import build_trainer, run_training
 
 __all__ = [
     "LOSS_LOG_NAME",
@@ -48,10 +53,12 @@ __all__ = [
     "RecipeArguments",
     "TimeBudget",
     "TimeBudgetCallback",
+    "TiedKeysWarningFilter",
     "TimeBudgetProgressCallback",
     "TokenBudgetBatchSampler",
     "TokenBudgetSeq2SeqTrainer",
     "average_checkpoints",
+    "build_trainer",
     "build_model",
     "clock_linear_schedule",
     "create_optimizer",

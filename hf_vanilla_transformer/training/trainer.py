@@ -1,4 +1,5 @@
-"""`run_training`: the recipe on `Seq2SeqTrainer` (what `scripts/train.py` runs)."""
+"""`run_training`: the recipe on `Seq2SeqTrainer` (what `scripts/train.py` runs); `build_trainer`, the Trainer
+it runs, also for measuring it (`hf_vanilla_transformer.benchmarks.training_profile`)."""
 
 from __future__ import annotations
 
@@ -23,16 +24,14 @@ from .logs import LossPlotCallback
 logger = logging.getLogger(__name__)
 
 
-def run_training(
+def build_trainer(
     model_args: ModelArguments,
     data_args: DataArguments,
     recipe_args: RecipeArguments,
     training_args: PaperSeq2SeqTrainingArguments,
-) -> tuple[TokenBudgetSeq2SeqTrainer, Path]:
-    """Train with `Seq2SeqTrainer` as configured, keep the best checkpoint by the task metric, and save the
-    final model folder (weights, config, code, tokenizer, pipeline) to `<output_dir>/final`."""
-    from ..saving import save_model_folder
-
+) -> TokenBudgetSeq2SeqTrainer:
+    """The Trainer the recipe trains with: model, tokenized data, token-budget batches, the task metric, the
+    loss log and the time budget (restored from `resume_from_checkpoint`), ready for `train()`."""
     tokenizer, datasets_, model = prepare_training(model_args, data_args, recipe_args, training_args)
     if training_args.metric_for_best_model == TASK_METRIC:
         training_args.metric_for_best_model = data_args.task_spec.best_metric
@@ -62,8 +61,23 @@ def run_training(
         trainer.add_callback(
             TimeBudgetProgressCallback(budget.minutes, spent_minutes=budget.spent_before / 60)
         )
+    return trainer
+
+
+def run_training(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    recipe_args: RecipeArguments,
+    training_args: PaperSeq2SeqTrainingArguments,
+) -> tuple[TokenBudgetSeq2SeqTrainer, Path]:
+    """Train with `Seq2SeqTrainer` as configured (`build_trainer`), keep the best checkpoint by the task
+    metric, and save the final model folder (weights, config, code, tokenizer, pipeline) to
+    `<output_dir>/final`."""
+    from ..saving import save_model_folder
+
+    trainer = build_trainer(model_args, data_args, recipe_args, training_args)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     final = Path(training_args.output_dir) / "final"
     if trainer.is_world_process_zero():
-        save_model_folder(trainer.model, tokenizer, final)
+        save_model_folder(trainer.model, trainer.processing_class, final)
     return trainer, final

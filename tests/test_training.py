@@ -24,6 +24,7 @@ from hf_vanilla_transformer.training import (
     TokenBudgetSeq2SeqTrainer,
     average_checkpoints,
     clock_linear_schedule,
+    example_lengths,
     last_checkpoints,
     paper_learning_rate,
     paper_peak_learning_rate,
@@ -66,6 +67,28 @@ def test_token_budget_batches_cover_everything_within_budget():
     assert list(TokenBudgetBatchSampler(lengths, max_tokens=200, seed=3)) == batches  # reproducible
     sampler.set_epoch(1)
     assert list(sampler) != batches and sorted(map(tuple, sampler)) == sorted(map(tuple, batches))
+
+
+def test_target_lengths_as_tie_breaks_pad_targets_less_in_as_many_batches():
+    generator = torch.Generator().manual_seed(0)
+    sources = torch.randint(5, 40, (2000,), generator=generator)
+    targets = (sources.float() * (0.6 + 0.8 * torch.rand(2000, generator=generator))).long().clamp(min=2)
+    features = Dataset.from_dict(
+        {"input_ids": [[1] * n for n in sources.tolist()], "labels": [[1] * n for n in targets.tolist()]}
+    )
+    lengths, target_lengths = example_lengths(features)
+    assert lengths == torch.maximum(sources, targets).tolist() and target_lengths == targets.tolist()
+
+    def target_padding(sampler):
+        positions = sum(len(batch) * max(target_lengths[i] for i in batch) for batch in sampler)
+        return 1 - sum(target_lengths) / positions
+
+    plain = TokenBudgetBatchSampler(lengths, max_tokens=400, seed=0)
+    tight = TokenBudgetBatchSampler(lengths, max_tokens=400, seed=0, tie_breaks=target_lengths)
+    assert len(tight) == len(plain)
+    assert target_padding(tight) < 0.7 * target_padding(plain)
+    with pytest.raises(ValueError, match="3 tie breaks for 2000 lengths"):
+        TokenBudgetBatchSampler(lengths, max_tokens=400, tie_breaks=[1, 2, 3])
 
 
 def test_token_budget_batches_are_sharded_across_ranks():

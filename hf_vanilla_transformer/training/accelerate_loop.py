@@ -134,7 +134,10 @@ def train_loop(
     output_dir = Path(args.output_dir)
 
     # One list of batches for the whole world; `prepare` shards it, process i taking every i-th batch.
-    sampler = TokenBudgetBatchSampler(example_lengths(train_dataset), max_tokens=max_tokens, seed=args.seed)
+    lengths, target_lengths = example_lengths(train_dataset)
+    sampler = TokenBudgetBatchSampler(
+        lengths, max_tokens=max_tokens, tie_breaks=target_lengths, seed=args.seed
+    )
     loader = DataLoader(
         train_dataset,
         batch_sampler=sampler,

@@ -21,7 +21,10 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
     `--max-tokens`), instead of a fixed number of sentences.
 
     A batch's cost is `len(batch) * max(lengths in batch)`: what it occupies after padding. Batches are
-    formed once from the examples sorted by length (ties broken by a seeded shuffle); each epoch shuffles
+    formed once from the examples sorted by length, then by `tie_breaks` if given (the target lengths, from
+    `example_lengths`: among examples of one padded length, those with alike targets share a batch, so the
+    decoder and the output layer, most of a step's work, compute on fewer padded positions), remaining ties
+    broken by a seeded shuffle. Each epoch shuffles
     the order of the batches with `seed + epoch`, so runs are reproducible and a resumed run sees the same
     batches. Under data parallelism, each of `num_replicas` ranks takes every `num_replicas`-th batch; the
     list is padded with repeated batches so all ranks take the same number of steps.
@@ -35,6 +38,7 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         lengths: Sequence[int],
         max_tokens: int,
         max_sentences: int | None = None,
+        tie_breaks: Sequence[int] | None = None,
         shuffle: bool = True,
         seed: int = 0,
         num_replicas: int = 1,
@@ -57,12 +61,19 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
-        self.batches = self._make_batches(list(lengths))
+        if tie_breaks is not None and len(tie_breaks) != len(lengths):
+            raise ValueError(
+                f"{len(tie_breaks)} tie breaks for {len(lengths)} lengths: give one per example."
+            )
+        self.batches = self._make_batches(list(lengths), tie_breaks)
 
-    def _make_batches(self, lengths: list[int]) -> list[list[int]]:
+    def _make_batches(self, lengths: list[int], tie_breaks: Sequence[int] | None) -> list[list[int]]:
         order = list(range(len(lengths)))
-        random.Random(self.seed).shuffle(order)  # random tie-breaking among equal lengths
-        order.sort(key=lambda i: lengths[i])
+        random.Random(self.seed).shuffle(order)  # random tie-breaking among equal keys
+        if tie_breaks is None:
+            order.sort(key=lambda i: lengths[i])
+        else:
+            order.sort(key=lambda i: (lengths[i], tie_breaks[i]))
         batches, batch, batch_max = [], [], 0
         for index in order:
             new_max = max(batch_max, lengths[index])
@@ -94,11 +105,15 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         return len(self.batches) // self.num_replicas
 
 
-def example_lengths(dataset) -> list[int]:
-    """Padded cost of each tokenized example: the longer of its source and its target."""
+def example_lengths(dataset) -> tuple[list[int], list[int]]:
+    """The batch sampler's sort keys for each tokenized example: its padded cost (the longer of its source and
+    its target), and its target's length (`TokenBudgetBatchSampler`'s `tie_breaks`)."""
     if hasattr(dataset, "column_names"):  # a `datasets.Dataset`: read two columns, not every row
-        return [max(len(s), len(t)) for s, t in zip(dataset["input_ids"], dataset["labels"], strict=True)]
-    return [max(len(example["input_ids"]), len(example["labels"])) for example in dataset]
+        pairs = zip(dataset["input_ids"], dataset["labels"], strict=True)
+    else:
+        pairs = ((example["input_ids"], example["labels"]) for example in dataset)
+    sizes = [(len(source), len(target)) for source, target in pairs]
+    return [max(size) for size in sizes], [target for _, target in sizes]
 
 
 class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
@@ -134,9 +149,11 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         if self.max_tokens is None:
             return super()._get_train_sampler(train_dataset)
         dataset = train_dataset if train_dataset is not None else self.train_dataset
+        lengths, target_lengths = example_lengths(dataset)
         return TokenBudgetBatchSampler(
-            example_lengths(dataset),
+            lengths,
             max_tokens=self.max_tokens,
+            tie_breaks=target_lengths,
             seed=self.args.seed,
             num_replicas=self.args.world_size,
             rank=self.args.process_index,

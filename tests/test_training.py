@@ -268,6 +268,23 @@ def test_clock_decay_warms_up_by_steps_then_reaches_zero_as_the_budget_ends():
     assert factor(91) == 0.0
 
 
+def test_clock_decay_ends_warmup_by_a_share_of_the_budget_on_a_slow_machine():
+    budget = _SetClock(10)
+    optimizer = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    schedule = clock_linear_schedule(optimizer, warmup_steps=100, budget=budget, max_warmup_fraction=0.2)
+    (factor,) = schedule.lr_lambdas
+    budget.now = 30  # step 10 of 100, but a quarter of the warmup's minutes: the further along leads
+    assert factor(10) == pytest.approx(0.25)
+    budget.now = 48
+    assert factor(90) == pytest.approx(0.9)  # here the steps are further along
+    budget.now = 120  # a fifth of the budget spent at step 20: warmup is over, the decay starts
+    assert factor(20) == 1.0
+    budget.now = 360
+    assert factor(60) == pytest.approx(0.5)
+    budget.now = 600
+    assert factor(100) == 0.0  # past warmup_steps, still decaying: the decay never warms up again
+
+
 def test_time_budget_continues_the_clock_of_a_checkpoint(tmp_path):
     assert not TimeBudget(1).load(tmp_path)  # no record: the caller says the clock starts again
     (tmp_path / TimeBudget.STATE_FILE).write_text(
@@ -308,6 +325,11 @@ def test_trainer_decays_over_the_clock_stops_at_its_end_and_records_it(tmp_path,
 def test_clock_decay_needs_a_linear_schedule_and_a_time_budget():
     args = Seq2SeqTrainingArguments(output_dir="unused", lr_scheduler_type="linear", report_to=[])
     RecipeArguments(decay_by_clock=True, max_train_minutes=10).check(args)
+    RecipeArguments(decay_by_clock=True, max_train_minutes=10, max_warmup_fraction=0.2).check(args)
+    with pytest.raises(ValueError, match="set --decay_by_clock too"):
+        RecipeArguments(max_train_minutes=10, max_warmup_fraction=0.2).check(args)
+    with pytest.raises(ValueError, match=r"must be in \(0, 1\), got 1.5"):
+        RecipeArguments(decay_by_clock=True, max_train_minutes=10, max_warmup_fraction=1.5).check(args)
     with pytest.raises(ValueError, match="set --max_train_minutes too"):
         RecipeArguments(decay_by_clock=True).check(args)
     args.lr_scheduler_type = "inverse_sqrt"

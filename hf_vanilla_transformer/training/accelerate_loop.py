@@ -154,7 +154,9 @@ def train_loop(
     budget = recipe.time_budget() if recipe is not None else None
     # Not passed to `prepare`: a prepared scheduler steps once per process, but the schedule counts updates.
     if recipe is not None and recipe.decay_by_clock:
-        scheduler = clock_linear_schedule(optimizer.optimizer, args.get_warmup_steps(max_steps), budget)
+        scheduler = clock_linear_schedule(
+            optimizer.optimizer, args.get_warmup_steps(max_steps), budget, recipe.max_warmup_fraction
+        )
     else:
         scheduler = create_scheduler(optimizer.optimizer, args, max_steps)
     progress = LoopProgress()

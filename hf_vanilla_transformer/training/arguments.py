@@ -70,9 +70,23 @@ class RecipeArguments:
             "ends, not at max_steps (which is then only an upper bound)."
         },
     )
+    max_warmup_fraction: float | None = field(
+        default=None,
+        metadata={
+            "help": "With decay_by_clock: warmup ends after warmup_steps or after this share of the time "
+            "budget, whichever comes first (a slow machine may not reach warmup_steps in a short budget)."
+        },
+    )
 
     def check(self, training_args: Seq2SeqTrainingArguments) -> None:
         """Refuse a combination that cannot be trained, naming the options to change."""
+        if self.max_warmup_fraction is not None:
+            if not self.decay_by_clock:
+                raise ValueError(
+                    "max_warmup_fraction is a share of the time budget: set --decay_by_clock too."
+                )
+            if not 0 < self.max_warmup_fraction < 1:
+                raise ValueError(f"max_warmup_fraction must be in (0, 1), got {self.max_warmup_fraction}.")
         if not self.decay_by_clock:
             return
         if self.max_train_minutes is None:

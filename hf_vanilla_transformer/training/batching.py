@@ -119,11 +119,20 @@ def example_lengths(dataset) -> tuple[list[int], list[int]]:
 class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`TokenBudgetBatchSampler`)
     instead of a fixed `per_device_train_batch_size`, and given `clock_decay`, decays the learning rate over
-    that time budget (`clock_linear_schedule`). Everything else is the stock Trainer."""
+    that time budget (`clock_linear_schedule`, its warmup ending by `max_warmup_fraction` of the budget at
+    the latest). Everything else is the stock Trainer."""
 
-    def __init__(self, *args, max_tokens: int | None = None, clock_decay: TimeBudget | None = None, **kwargs):
+    def __init__(
+        self,
+        *args,
+        max_tokens: int | None = None,
+        clock_decay: TimeBudget | None = None,
+        max_warmup_fraction: float | None = None,
+        **kwargs,
+    ):
         self.max_tokens = max_tokens
         self.clock_decay = clock_decay
+        self.max_warmup_fraction = max_warmup_fraction
         super().__init__(*args, **kwargs)
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
@@ -132,6 +141,7 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
                 optimizer if optimizer is not None else self.optimizer,
                 self.args.get_warmup_steps(num_training_steps),
                 self.clock_decay,
+                self.max_warmup_fraction,
             )
             self._created_lr_scheduler = True
         return super().create_scheduler(num_training_steps, optimizer)

@@ -27,18 +27,29 @@ def paper_learning_rate(step: int, d_model: int, warmup_steps: int) -> float:
 
 
 def clock_linear_schedule(
-    optimizer: torch.optim.Optimizer, warmup_steps: int, budget: TimeBudget
+    optimizer: torch.optim.Optimizer,
+    warmup_steps: int,
+    budget: TimeBudget,
+    max_warmup_fraction: float | None = None,
 ) -> torch.optim.lr_scheduler.LambdaLR:
     """transformers' `linear` schedule with its decay counted in the budget's minutes instead of steps:
     linear warmup over `warmup_steps` updates, then a linear decay that reaches zero as the clock stops the
     run. A run ended by a time budget then ends at a learning rate of zero on a machine of any speed, where a
     step-counted decay must guess how many steps fit. transformers has no schedule driven by wall time, so
     this one is written here; the learning rate at a step depends on the machine's speed, as the step count
-    of any clock-ended run does."""
+    of any clock-ended run does.
+
+    With `max_warmup_fraction`, warmup also ends once that share of the budget is spent, if it comes before
+    `warmup_steps` (the learning rate rises with whichever is further along): a slow machine given a short
+    budget would otherwise spend all of it warming up."""
 
     def factor(step: int) -> float:
-        if step < warmup_steps:
-            return step / max(1, warmup_steps)
+        if budget.decay_from is None:
+            progress = step / max(1, warmup_steps)
+            if max_warmup_fraction is not None:
+                progress = max(progress, budget.fraction() / max_warmup_fraction)
+            if progress < 1.0:
+                return progress
         spent = budget.fraction()
         if budget.decay_from is None:
             budget.decay_from = min(spent, 0.99)

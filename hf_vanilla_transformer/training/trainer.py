@@ -55,6 +55,7 @@ def build_trainer(
         callbacks=callbacks,
         max_tokens=data_args.max_tokens,
         clock_decay=budget if recipe_args.decay_by_clock else None,
+        max_warmup_fraction=recipe_args.max_warmup_fraction,
     )
     if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)

@@ -300,6 +300,8 @@ def test_training_profile_splits_the_recipes_steps(translation_data, tmp_path, m
     assert result["operators"]["matrix products"] > 0 and result["operators"]["output softmax + loss"] > 0
     # Batches of at most 600 padded positions, filled by length: little but some padding, real tokens counted.
     assert 0 < result["sentences_per_step"] and result["target_tokens_per_step"] <= 600
+    pairs = datasets.load_from_disk(translation_data / "data")["train"].num_rows
+    assert result["batches_per_pass"] == pytest.approx(pairs / result["sentences_per_step"], rel=0.5)
     assert 0 <= result["target_padding"] < 0.5 and 0 <= result["source_padding"] < 0.5
     assert result["useful_share_of_peak"] <= result["executed_share_of_peak"]
     assert "| target tokens per second |" in format_profile(result)

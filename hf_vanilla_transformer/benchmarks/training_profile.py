@@ -173,6 +173,7 @@ def profile_training(
         training_args.disable_tqdm = True
         trainer = build_trainer(model_args, data_args, recipe_args, training_args)
         shapes = batch_shapes(trainer, total)
+        batches_per_pass = len(trainer.get_train_dataloader())
         clock = PhaseClock()
         trainer.add_callback(clock)
         window = ProfilerWindow(warmup + timed, total) if profiled else None
@@ -200,6 +201,7 @@ def profile_training(
         "steps_timed": len(phases),
         "seconds_per_step": seconds / len(phases),
         "median_seconds_per_step": median(step_seconds),
+        "batches_per_pass": batches_per_pass,
         "sentences_per_step": total_of("sentences") / len(measured),
         "target_tokens_per_step": total_of("target_tokens") / len(measured),
         "target_tokens_per_second": total_of("target_tokens") / seconds,
@@ -227,6 +229,7 @@ def format_profile(result: dict) -> str:
         f"{result['median_seconds_per_step']:.3f} |",
         f"| sentences / target tokens per step | {result['sentences_per_step']:.0f} / "
         f"{result['target_tokens_per_step']:.0f} |",
+        f"| batches per pass over the data | {result['batches_per_pass']} |",
         f"| target tokens per second | {result['target_tokens_per_second']:,.0f} |",
         f"| padding: source / target positions | {result['source_padding']:.1%} / "
         f"{result['target_padding']:.1%} |",

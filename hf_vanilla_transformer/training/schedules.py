@@ -45,7 +45,7 @@ def clock_linear_schedule(
 
     def factor(step: int) -> float:
         if budget.decay_from is None:
-            progress = step / max(1, warmup_steps)
+            progress = step / warmup_steps if warmup_steps > 0 else 1.0
             if max_warmup_fraction is not None:
                 progress = max(progress, budget.fraction() / max_warmup_fraction)
             if progress < 1.0:

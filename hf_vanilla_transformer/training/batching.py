@@ -24,10 +24,10 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
     formed once from the examples sorted by length, then by `tie_breaks` if given (the target lengths, from
     `example_lengths`: among examples of one padded length, those with alike targets share a batch, so the
     decoder and the output layer, most of a step's work, compute on fewer padded positions), remaining ties
-    broken by a seeded shuffle. Each epoch shuffles
-    the order of the batches with `seed + epoch`, so runs are reproducible and a resumed run sees the same
-    batches. Under data parallelism, each of `num_replicas` ranks takes every `num_replicas`-th batch; the
-    list is padded with repeated batches so all ranks take the same number of steps.
+    broken by a seeded shuffle. Each epoch shuffles the order of the batches with `seed + epoch`, so runs are
+    reproducible and a resumed run sees the same batches. Under data parallelism, each of `num_replicas`
+    ranks takes every `num_replicas`-th batch; the list is padded with repeated batches so all ranks take the
+    same number of steps.
 
     It derives from transformers' `BatchRebalanceSampler` only for what the Trainer does with that type:
     pass it as a `batch_sampler` and not shard it a second time (this sampler is already rank-aware).

@@ -109,11 +109,11 @@ class ProfilerWindow(TrainerCallback):
             self.profiler.__exit__(None, None, None)
 
 
-def batch_shapes(trainer, steps: int) -> list[dict[str, int]]:
-    """Real and padded token counts of the first `steps` batches the Trainer trains on (its own dataloader, so
-    the same batches in the same order as a fresh run with the same seed)."""
+def batch_shapes(loader, steps: int) -> list[dict[str, int]]:
+    """Real and padded token counts of the first `steps` batches of `loader` (the Trainer's own dataloader:
+    the same batches in the same order as a fresh run with the same seed trains on)."""
     shapes = []
-    for batch in trainer.get_train_dataloader():
+    for batch in loader:
         if len(shapes) == steps:
             break
         labels = batch["labels"]
@@ -172,8 +172,8 @@ def profile_training(
         training_args.report_to = []
         training_args.disable_tqdm = True
         trainer = build_trainer(model_args, data_args, recipe_args, training_args)
-        shapes = batch_shapes(trainer, total)
-        batches_per_pass = len(trainer.get_train_dataloader())
+        loader = trainer.get_train_dataloader()
+        shapes, batches_per_pass = batch_shapes(loader, total), len(loader)
         clock = PhaseClock()
         trainer.add_callback(clock)
         window = ProfilerWindow(warmup + timed, total) if profiled else None

@@ -44,14 +44,13 @@ def clock_linear_schedule(
     budget would otherwise spend all of it warming up."""
 
     def factor(step: int) -> float:
+        spent = budget.fraction()
         if budget.decay_from is None:
             progress = step / warmup_steps if warmup_steps > 0 else 1.0
             if max_warmup_fraction is not None:
-                progress = max(progress, budget.fraction() / max_warmup_fraction)
+                progress = max(progress, spent / max_warmup_fraction)
             if progress < 1.0:
                 return progress
-        spent = budget.fraction()
-        if budget.decay_from is None:
             budget.decay_from = min(spent, 0.99)
         return max(0.0, (1.0 - spent) / (1.0 - budget.decay_from))
 

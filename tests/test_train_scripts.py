@@ -306,3 +306,12 @@ def test_training_profile_splits_the_recipes_steps(translation_data, tmp_path, m
     assert result["useful_share_of_peak"] <= result["executed_share_of_peak"]
     assert "| target tokens per second |" in format_profile(result)
     assert list(tmp_path.iterdir()) == []  # no checkpoint, no final model, not even the recipe's output_dir
+
+
+def test_training_profile_refuses_step_counts_it_cannot_time():
+    from hf_vanilla_transformer.benchmarks.training_profile import ProfileArguments
+
+    with pytest.raises(ValueError, match="--profile_warmup_steps and --profile_steps must be at least 1"):
+        ProfileArguments(profile_warmup_steps=0)
+    with pytest.raises(ValueError, match=r"--profiler_steps at least 0; got 3, 20, -1"):
+        ProfileArguments(profiler_steps=-1)

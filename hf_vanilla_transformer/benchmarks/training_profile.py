@@ -50,6 +50,14 @@ class ProfileArguments:
     )
     output_file: str | None = field(default=None, metadata={"help": "Also write the results here (JSON)."})
 
+    def __post_init__(self):
+        if self.profile_warmup_steps < 1 or self.profile_steps < 1 or self.profiler_steps < 0:
+            raise ValueError(
+                "--profile_warmup_steps and --profile_steps must be at least 1 (the first timed step needs "
+                "the end of the one before it), --profiler_steps at least 0; got "
+                f"{self.profile_warmup_steps}, {self.profile_steps}, {self.profiler_steps}."
+            )
+
 
 class PhaseClock(TrainerCallback):
     """Reads `time.perf_counter()` at the Trainer's step hooks; the gaps between them are its phases."""
@@ -160,8 +168,6 @@ def profile_training(
         profile_args.profile_steps,
         profile_args.profiler_steps,
     )
-    if warmup < 1 or timed < 1 or profiled < 0:
-        raise ValueError("--profile_warmup_steps and --profile_steps must be at least 1, --profiler_steps 0.")
     total = warmup + timed + profiled
     with tempfile.TemporaryDirectory() as scratch:
         training_args.output_dir = scratch

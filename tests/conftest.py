@@ -5,6 +5,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# pytest-xdist runs one test process per core: each gets its share of the cores for torch's thread pool, and
+# so do the processes it starts. Without this, every process spins a thread per core, and OpenMP threads
+# that outnumber the cores wait on each other.
+if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
+    _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
+    os.environ.setdefault("OMP_NUM_THREADS", str(_share))
 
 import pytest  # noqa: E402
 import torch  # noqa: E402

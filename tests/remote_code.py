@@ -1,11 +1,13 @@
-"""Run a script the way a Hub user runs a saved folder: a fresh Python process in which this package cannot be
-imported, so that everything comes from the folder's own code files (`trust_remote_code=True`)."""
+"""Run a script the way a Hub user runs a saved folder: a Python process in which this package cannot be
+imported, so that everything comes from the folder's own code files (`trust_remote_code=True`). The process is
+forked from a server that imported torch and transformers but never this package (tests/processes.py);
+test_loading.py's fresh-process test loads a folder in a new interpreter as well."""
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
+
+from .processes import run_code
 
 # Put first on sys.meta_path: any import of the package fails, as it would where it is not installed.
 BLOCK_PACKAGE = textwrap.dedent(
@@ -24,13 +26,6 @@ BLOCK_PACKAGE = textwrap.dedent(
 
 def run_without_package(script: str, *args: str, cwd: Path) -> dict:
     """Run `script` (dedented) with `args` as sys.argv[1:]; it prints one JSON object on its last line."""
-    result = subprocess.run(
-        [sys.executable, "-c", BLOCK_PACKAGE + textwrap.dedent(script), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_code(BLOCK_PACKAGE + textwrap.dedent(script), *args, cwd=cwd)
     assert result.returncode == 0, result.stderr[-4000:]
     return json.loads(result.stdout.strip().splitlines()[-1])

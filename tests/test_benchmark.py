@@ -18,6 +18,8 @@ from hf_vanilla_transformer.benchmarks.harness import (
     run_benchmark,
 )
 
+from .processes import run_script_file
+
 
 def test_models_built_at_identical_sizes():
     models = build_models(SHAPES["S"])
@@ -100,22 +102,11 @@ def test_matmul_share_counts_only_matrix_products():
 
 
 def test_markdown_from_rejects_a_file_that_is_not_a_benchmark_run(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmark.py"
     for name, text in (("report.json", '{"metrics": {}}'), ("broken.json", "{not json")):
         path = tmp_path / name
         path.write_text(text)
-        result = subprocess.run(
-            [sys.executable, str(script), "--markdown_from", str(path)], capture_output=True, text=True
-        )
+        result = run_script_file("benchmark.py", "--markdown_from", path, cwd=tmp_path)
         assert result.returncode == 2 and "--markdown_from" in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
-    result = subprocess.run(
-        [sys.executable, str(script), "--markdown_from", str(tmp_path / "missing.json")],
-        capture_output=True,
-        text=True,
-    )
+    result = run_script_file("benchmark.py", "--markdown_from", tmp_path / "missing.json", cwd=tmp_path)
     assert result.returncode == 2 and "missing.json" in result.stderr

@@ -2,9 +2,7 @@
 closest real one; a real bug keeps its traceback. Each script runs as a user runs it, in a subprocess."""
 
 import json
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -13,20 +11,14 @@ from hf_vanilla_transformer import VanillaTransformerConfig
 from hf_vanilla_transformer.cli import DEBUG_VARIABLE, is_user_error, run_script
 from hf_vanilla_transformer.saving import save_model_folder
 
+from .processes import run_script_file
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_MULTI30K = Path(__file__).parent / "fixtures" / "multi30k"
 
 
 def _run(script: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / script), *args],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        env={**os.environ, **(env or {})},
-    )
+    return run_script_file(script, *args, cwd=cwd, env=env, timeout=300)
 
 
 def _assert_user_error(result: subprocess.CompletedProcess, *expected: str) -> None:

@@ -7,8 +7,6 @@ import copy
 import json
 import logging
 import shutil
-import subprocess
-import sys
 import warnings
 from pathlib import Path
 
@@ -25,6 +23,7 @@ from hf_vanilla_transformer.saving import (
     update_model_code,
 )
 
+from .processes import run_script_file
 from .remote_code import run_without_package
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -109,13 +108,7 @@ def test_folder_saved_before_the_cache_rename_is_repaired_in_place(tmp_path):
         before = run_without_package(DECODE_SCRIPT, str(folder), json.dumps(SOURCES), cwd=tmp_path)
         assert before["greedy_scores"] != expected["greedy_scores"]
 
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "update_model_code.py"), "--model", str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        stdin=subprocess.DEVNULL,
-    )
+    result = run_script_file("update_model_code.py", "--model", folder, cwd=tmp_path)
     assert result.returncode == 0, result.stderr[-3000:]
     assert "modeling_vanilla_transformer.py" in result.stdout
     assert (folder / "model.safetensors").read_bytes() == weights  # no weight changes

@@ -14,6 +14,7 @@ from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2
 from hf_vanilla_transformer.saving import save_model_folder
 
 from .conftest import tiny_config
+from .processes import run_script_file
 
 SOURCES = [
     "ein hund läuft im park",
@@ -146,24 +147,11 @@ assert "torch" not in sys.modules, "torch was imported"
 
 def test_export_script_converts_and_translates(tmp_path, word_tokenizer):
     _saved_model(tmp_path / "model", word_tokenizer)
-    script = Path(__file__).resolve().parents[1] / "scripts" / "export_ctranslate2.py"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(script),
-            "--model",
-            str(tmp_path / "model"),
-            "--output_dir",
-            str(tmp_path / "ct2"),
-            "--quantization",
-            "int8",
-            "--example",
-            "ein hund",
-            "--num_beams",
-            "2",
-        ],
-        capture_output=True,
-        text=True,
+    result = run_script_file(
+        "export_ctranslate2.py",
+        *("--model", tmp_path / "model", "--output_dir", tmp_path / "ct2", "--quantization", "int8"),
+        *("--example", "ein hund", "--num_beams", "2"),
+        cwd=tmp_path,
         timeout=300,
     )
     assert result.returncode == 0, result.stderr

@@ -18,6 +18,8 @@ from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.expansion import taylor_series
 from hf_vanilla_transformer.tokenization import train_translation_tokenizer, tutorial_series_tokenizer
 
+from .processes import run_script_file
+
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ROOT / "model_cards"
@@ -158,10 +160,7 @@ def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
         demo.resolve_model_specs(None, tmp_path)
     monkeypatch.setenv("DEMO_MODELS", "a/b, series=c/d")
     assert [spec.task for spec in demo.resolve_model_specs(None, tmp_path)] == ["translation", "series"]
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "demo.py"), "--model", str(tmp_path / "missing")],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+    result = run_script_file("demo.py", "--model", tmp_path / "missing", cwd=tmp_path, timeout=300)
     assert result.returncode != 0 and "missing" in result.stderr and "Traceback" not in result.stderr
 
 

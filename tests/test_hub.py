@@ -1,8 +1,7 @@
-"""Publishing: the dry run assembles a folder that a fresh process loads with trust_remote_code and uses."""
+"""Publishing: the dry run assembles a folder that a process without the package loads with trust_remote_code
+and uses."""
 
 import json
-import subprocess
-import sys
 import textwrap
 from pathlib import Path
 
@@ -11,6 +10,8 @@ from huggingface_hub import ModelCard
 
 from hf_vanilla_transformer.interop.hub import build_hub_folder, push_folder, upload_plan
 from hf_vanilla_transformer.saving import save_model_folder
+
+from .processes import run_code, run_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -55,22 +56,8 @@ def test_push_to_hub_dry_run_assembles_a_folder_that_loads_and_lists_every_file(
     card.write_text(CARD)
     (model_dir / "eval-test-greedy.json").write_text('{"metrics": {"bleu": 1.0}}')
     folder = tmp_path / "hub"
-    result = subprocess.run(
-        [
-            sys.executable,
-            str(ROOT / "scripts" / "push_to_hub.py"),
-            "--model",
-            str(model_dir),
-            "--card",
-            str(card),
-            "--dry_run",
-            "--folder",
-            str(folder),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        stdin=subprocess.DEVNULL,
+    result = run_script_file(
+        "push_to_hub.py", "--model", model_dir, "--card", card, "--dry_run", "--folder", folder, cwd=tmp_path
     )
     assert result.returncode == 0, result.stderr[-3000:]
     names = {p.name for p in folder.iterdir()}
@@ -88,14 +75,7 @@ def test_push_to_hub_dry_run_assembles_a_folder_that_loads_and_lists_every_file(
     for name in names:  # the dry run lists every file it would upload
         assert f"  {name}  (" in result.stdout
     assert (folder / "README.md").read_text() == CARD  # the folder holds the card as written
-    loaded = subprocess.run(
-        [sys.executable, "-c", LOAD_AND_GENERATE, str(folder)],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        cwd=tmp_path,
-        stdin=subprocess.DEVNULL,
-    )
+    loaded = run_code(LOAD_AND_GENERATE, folder, cwd=tmp_path)
     assert loaded.returncode == 0, loaded.stderr[-3000:]
     output = json.loads(loaded.stdout.strip().splitlines()[-1])
     assert isinstance(output["text"], str) and output["beams"] == 4
@@ -148,10 +128,9 @@ def test_card_with_broken_metadata_is_refused(tmp_path, model_dir):
     with pytest.raises(ValueError, match=f"The metadata of the model card {card} .* does not parse"):
         build_hub_folder(model_dir, tmp_path / "hub", card=card)
     assert not (tmp_path / "hub").exists()  # refused before anything is written
-    result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "push_to_hub.py"), "--model", str(model_dir), "--folder",
-         str(tmp_path / "hub"), "--card", str(card), "--dry_run"],
-        capture_output=True, text=True, timeout=300,
+    result = run_script_file(
+        "push_to_hub.py", "--model", model_dir, "--folder", tmp_path / "hub", "--card", card, "--dry_run",
+        cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
     assert result.stderr.startswith(f"error: The metadata of the model card {card}")

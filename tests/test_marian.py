@@ -10,6 +10,8 @@ from transformers import MarianConfig, MarianMTModel
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.interop.marian import convert_marian_model
 
+from .processes import run_code, run_script_file
+
 VOCAB, PAD, EOS = 40, 39, 0
 
 
@@ -142,18 +144,15 @@ def _marian_folder(folder) -> MarianMTModel:
 def test_convert_script_writes_a_folder_that_decodes_as_marian_did(tmp_path):
     """Weights, config, Marian's tokenizer files and generation config, our code: `generate()` with no
     arguments gives Marian's output, through the Auto classes and the pipeline."""
-    import subprocess
-    import sys
-    from pathlib import Path
 
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
 
     marian = _marian_folder(tmp_path / "marian")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "convert_marian.py"
-    subprocess.run(
-        [sys.executable, str(script), "--model", str(tmp_path / "marian" / "model"), "--output_dir",
-         str(tmp_path / "converted")], check=True, capture_output=True,
+    converted = run_script_file(
+        "convert_marian.py", "--model", tmp_path / "marian" / "model", "--output_dir", tmp_path / "converted",
+        cwd=tmp_path,
     )  # fmt: skip
+    assert converted.returncode == 0, converted.stderr[-3000:]
     folder = tmp_path / "converted"
     assert (folder / "model.safetensors").is_file() and (folder / "modeling_vanilla_transformer.py").is_file()
     model = AutoModelForSeq2SeqLM.from_pretrained(folder)
@@ -171,11 +170,9 @@ def test_convert_script_writes_a_folder_that_decodes_as_marian_did(tmp_path):
     for sentence in SENTENCES:  # the tokenizer round trip
         assert tokenizer.decode(tokenizer(sentence)["input_ids"], skip_special_tokens=True) == sentence
 
-    # A fresh process that never imports this package: the folder carries its code.
-    fresh = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, str(folder), *SENTENCES[:3]], capture_output=True, text=True,
-        check=True,
-    )  # fmt: skip
+    # A process that never imported this package: the folder carries its code.
+    fresh = run_code(FRESH_PROCESS, folder, *SENTENCES[:3], cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
     with torch.no_grad():
         assert json.loads(fresh.stdout) == marian.generate(**batch).tolist()
 
@@ -184,8 +181,6 @@ def test_converted_model_fine_tunes_with_the_opus_mt_recipe(tmp_path):
     """scripts/recipes/opus_mt_multi30k.yaml on a converted Marian folder: the Trainer starts from its weights
     and Marian tokenizer, the training loss falls on a small parallel set, and the fine-tuned folder keeps
     the tokenizer and generation config and still loads without this package."""
-    import subprocess
-    import sys
     from pathlib import Path
 
     from datasets import Dataset, DatasetDict
@@ -201,22 +196,21 @@ def test_converted_model_fine_tunes_with_the_opus_mt_recipe(tmp_path):
     ).save_to_disk(tmp_path / "data")
     root = Path(__file__).resolve().parents[1]
     out = tmp_path / "tuned"
-    subprocess.run(
-        [sys.executable, str(root / "scripts/train.py"), str(root / "scripts/recipes/opus_mt_multi30k.yaml"),
-         "--model_name_or_path", str(tmp_path / "converted"), "--tokenizer", str(tmp_path / "converted"),
-         "--dataset", str(tmp_path / "data"), "--output_dir", str(out), "--max_steps", "30",
-         "--learning_rate", "3e-3", "--warmup_steps", "0", "--max_tokens", "64", "--logging_steps", "10",
-         "--eval_steps", "15", "--save_steps", "15", "--generation_max_length", "12"],
-        check=True, capture_output=True, cwd=tmp_path,
+    tuned = run_script_file(
+        "train.py", root / "scripts/recipes/opus_mt_multi30k.yaml",
+        "--model_name_or_path", tmp_path / "converted", "--tokenizer", tmp_path / "converted",
+        "--dataset", tmp_path / "data", "--output_dir", out, "--max_steps", "30",
+        "--learning_rate", "3e-3", "--warmup_steps", "0", "--max_tokens", "64", "--logging_steps", "10",
+        "--eval_steps", "15", "--save_steps", "15", "--generation_max_length", "12",
+        cwd=tmp_path,
     )  # fmt: skip
+    assert tuned.returncode == 0, tuned.stderr[-3000:]
     losses = [json.loads(line)["loss"] for line in (out / "loss_log.jsonl").read_text().splitlines()
               if "loss" in json.loads(line)]  # fmt: skip
     assert losses[-1] < losses[0] - 0.3, losses  # 30 steps from a random start on 24 pairs
     assert (out / "final" / "source.spm").is_file() and (out / "final" / "generation_config.json").is_file()
-    fresh = subprocess.run(
-        [sys.executable, "-c", FRESH_PROCESS, str(out / "final"), *SENTENCES[:2]], capture_output=True,
-        text=True, check=True,
-    )  # fmt: skip
+    fresh = run_code(FRESH_PROCESS, out / "final", *SENTENCES[:2], cwd=tmp_path)
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
     assert len(json.loads(fresh.stdout)) == 2
 
 
@@ -242,13 +236,7 @@ def test_a_folder_that_is_not_a_marian_model_is_refused(tmp_path):
 
 
 def test_convert_script_names_a_missing_folder(tmp_path):
-    import subprocess
-    import sys
-    from pathlib import Path
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "convert_marian.py"
-    result = subprocess.run(
-        [sys.executable, str(script), "--model", "/nonexistent/marian", "--output_dir",
-         str(tmp_path / "out")], capture_output=True, text=True,
-    )  # fmt: skip
+    result = run_script_file(
+        "convert_marian.py", "--model", "/nonexistent/marian", "--output_dir", tmp_path / "out", cwd=tmp_path
+    )
     assert result.returncode == 2 and "No Marian model folder at /nonexistent/marian" in result.stderr

@@ -13,6 +13,8 @@ from hf_vanilla_transformer.series.sampling import iter_candidates
 from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
 from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
 
+from .processes import run_script_file
+
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 
 
@@ -153,14 +155,7 @@ def test_evaluating_a_folder_that_is_not_a_model_says_so(tmp_path, multi30k):
         evaluate_model(EvaluationArguments(model=str(tmp_path)), _translation_args(multi30k, "unused"))
 
 
-def test_evaluate_script_names_the_missing_folder():
-    import subprocess
-    import sys
-
-    script = Path(__file__).resolve().parents[1] / "scripts" / "evaluate_model.py"
-    result = subprocess.run(
-        [sys.executable, str(script), "--model", "/nonexistent", "--task", "series"],
-        capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+def test_evaluate_script_names_the_missing_folder(tmp_path):
+    result = run_script_file("evaluate_model.py", "--model", "/nonexistent", "--task", "series", cwd=tmp_path)
     assert result.returncode == 2
     assert "No model folder at /nonexistent" in result.stderr and "Repo id" not in result.stderr

@@ -2,8 +2,6 @@
 
 import gzip
 import json
-import subprocess
-import sys
 import unicodedata
 from pathlib import Path
 
@@ -26,6 +24,8 @@ from hf_vanilla_transformer.tokenization import (
     train_translation_tokenizer,
     tutorial_series_tokenizer,
 )
+
+from .processes import run_script_file
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 TRAIN_FILES = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]
@@ -374,26 +374,12 @@ def test_tutorial_tokenizer_has_the_tutorials_tokens_and_lengths():
 def test_train_tokenizer_script_integer_digits(tmp_path):
     corpus = tmp_path / "series.txt"
     corpus.write_text("\n".join(SERIES_TEXTS * 3) + "\n")
-    script = Path(__file__).resolve().parents[1] / "scripts" / "train_tokenizer.py"
-    common = [
-        sys.executable,
-        str(script),
-        "--vocab_size",
-        "200",
-        "--text_files",
-        str(corpus),
-        "--integer_digits",
-    ]
-    subprocess.run(
-        [*common, "--task", "series", "--output_dir", str(tmp_path / "tok")], check=True, capture_output=True
-    )
+    common = ["train_tokenizer.py", "--vocab_size", "200", "--text_files", corpus, "--integer_digits"]
+    made = run_script_file(*common, "--task", "series", "--output_dir", tmp_path / "tok", cwd=tmp_path)
+    assert made.returncode == 0, made.stderr[-3000:]
     saved = json.loads((tmp_path / "tok" / "tokenizer.json").read_text())
     assert saved["pre_tokenizer"]["pattern"]["Regex"] == DIGIT_SPLIT_PATTERN
-    refused = subprocess.run(
-        [*common, "--task", "translation", "--output_dir", str(tmp_path / "no")],
-        capture_output=True,
-        text=True,
-    )
+    refused = run_script_file(*common, "--task", "translation", "--output_dir", tmp_path / "no", cwd=tmp_path)
     assert refused.returncode != 0 and "`integer_digits` applies to the series task only" in refused.stderr
     assert not (tmp_path / "no").exists()
 
@@ -404,21 +390,14 @@ def test_train_tokenizer_script_writes_the_tutorial_vocabulary(tmp_path):
     from hf_vanilla_transformer.series.dataset import generate_series_dataset
 
     generate_series_dataset(tmp_path / "data", 120, seed=2, test_size=20, validation_size=10, progress=False)
-    script = Path(__file__).resolve().parents[1] / "scripts" / "train_tokenizer.py"
-    common = [sys.executable, str(script), "--tutorial_vocabulary", "--dataset", str(tmp_path / "data")]
-    result = subprocess.run(
-        [*common, "--task", "series", "--output_dir", str(tmp_path / "tok")],
-        check=True, capture_output=True, text=True,
-    )  # fmt: skip
+    common = ["train_tokenizer.py", "--tutorial_vocabulary", "--dataset", tmp_path / "data"]
+    result = run_script_file(*common, "--task", "series", "--output_dir", tmp_path / "tok", cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
     for split, size in (("train", 90), ("validation", 10), ("test", 20)):
         assert f"{split}: decode(encode(s)) == s for {2 * size} of {2 * size} strings" in result.stdout
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "tok")
     assert len(tokenizer) == 37 and "O(x**6)" in tokenizer.get_vocab()
-    refused = subprocess.run(
-        [*common, "--task", "translation", "--output_dir", str(tmp_path / "no")],
-        capture_output=True,
-        text=True,
-    )
+    refused = run_script_file(*common, "--task", "translation", "--output_dir", tmp_path / "no", cwd=tmp_path)
     assert (
         refused.returncode != 0 and "`tutorial_vocabulary` applies to the series task only" in refused.stderr
     )

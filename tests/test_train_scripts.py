@@ -17,6 +17,8 @@ from hf_vanilla_transformer.data.translation import load_parallel_text
 from hf_vanilla_transformer.tokenization import train_translation_tokenizer
 from hf_vanilla_transformer.training import LOSS_LOG_NAME, LOSS_PLOT_NAME, paper_peak_learning_rate
 
+from .processes import run_script_file
+
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 
@@ -37,10 +39,15 @@ def translation_data(tmp_path_factory):
 
 
 def _run(args, cwd, timeout=600):
-    env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
-    result = subprocess.run(
-        args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
-    )
+    """`python script options...`, or `python -m accelerate.commands.launch ...`, which starts fresh
+    interpreters of its own; one thread each, as two of them may run at once."""
+    if args[1] == "-m":
+        env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
+        result = subprocess.run(
+            args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
+        )
+    else:
+        result = run_script_file(*args[1:], cwd=cwd, env={"OMP_NUM_THREADS": "1"}, timeout=timeout)
     assert result.returncode == 0, (
         f"{' '.join(map(str, args))}\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     )

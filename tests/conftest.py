@@ -20,6 +20,19 @@ from hf_vanilla_transformer import (  # noqa: E402
     VanillaTransformerForConditionalGeneration,
 )
 
+# The longest test files run first. pytest-xdist hands out whole files in collection order (`--dist
+# loadfile --no-loadscope-reorder` in pyproject.toml), so these start at once and the short files fill the
+# other workers around them, instead of a long file starting last and running alone. `--durations` lists the
+# slowest tests.
+LONGEST_FIRST = ("test_wmt14_recipe.py", "test_train_scripts.py", "test_benchmark.py")
+LONGEST_FIRST += ("test_shipped_models.py",)
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
+
+
 TINY_VOCAB = 40
 
 

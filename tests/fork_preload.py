@@ -1,6 +1,8 @@
 """What the fork server of tests/processes.py imports once: the libraries that scripts and saved folders' code
 import, and not this package, so that a child can run where the package cannot be imported."""
 
+import sys
+
 import accelerate  # noqa: F401
 import datasets  # noqa: F401
 import tokenizers  # noqa: F401
@@ -16,3 +18,5 @@ from transformers import (  # noqa: F401
     Seq2SeqTrainer,
     pipeline,
 )
+
+sys.stdout.flush()  # nothing the imports printed may be copied into every child's output

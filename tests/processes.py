@@ -17,7 +17,9 @@ do. These functions refuse an environment that changes a variable read at import
 
 from __future__ import annotations
 
+import contextlib
 import multiprocessing
+import multiprocessing.forkserver
 import os
 import subprocess
 import sys
@@ -28,17 +30,25 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
 # Environment variables that the preloaded libraries read when imported: a child cannot change them.
-IMPORT_TIME_PREFIXES = ("HF_HUB_", "HF_HOME", "HF_DATASETS_", "HF_EVALUATE_", "TRANSFORMERS_")
-IMPORT_TIME_PREFIXES += ("TORCH", "PYTORCH_", "MKL_", "KMP_", "PYTHON")
+IMPORT_TIME_PREFIXES = ("HF_HUB_", "HF_HOME", "HF_DATASETS_", "HF_EVALUATE_", "HF_ENDPOINT")
+IMPORT_TIME_PREFIXES += ("HF_MODULES_CACHE", "HUGGINGFACE_", "TRANSFORMERS_", "USE_TORCH", "XDG_CACHE_HOME")
+IMPORT_TIME_PREFIXES += ("TORCH", "PYTORCH_", "OMP_", "GOMP_", "MKL_", "KMP_", "PYTHON")
+THREADS = "OMP_NUM_THREADS"  # the one of them a child applies itself
 
 _context = None
+_server_environment: dict[str, str] = {}
 
 
 def _fork_server():
     global _context
     if _context is None:
-        _context = multiprocessing.get_context("forkserver")
-        _context.set_forkserver_preload(["tests.fork_preload"])
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["tests.fork_preload"])
+        # The server imports the preload module from its working directory, whatever sys.path says.
+        with contextlib.chdir(ROOT):
+            multiprocessing.forkserver.ensure_running()
+        _server_environment.update(os.environ)
+        _context = context
     return _context
 
 
@@ -48,24 +58,31 @@ def _child(
     import atexit
     import builtins
     import runpy
+    import threading
     import traceback
     import types
 
     code = 1
     try:
-        os.chdir(cwd)
-        os.environ.clear()
-        os.environ.update(env)
-        if "OMP_NUM_THREADS" in env:
-            import torch
-
-            torch.set_num_threads(int(env["OMP_NUM_THREADS"]))
+        # First the streams, so that whatever fails after this is reported in the child's stderr.
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY), (1, out, os.O_WRONLY), (2, err, os.O_WRONLY)):
             opened = os.open(path, flags)
             os.dup2(opened, fd)
             os.close(opened)
         sys.stdin = open(0, closefd=False)  # noqa: SIM115 - fd 0, left open for the script
         try:
+            # A fresh interpreter's view of multiprocessing: the main process, with the default start method.
+            current = multiprocessing.current_process()
+            current._name, current._parent_pid, current._parent_name = "MainProcess", None, None
+            multiprocessing.process._parent_process = None
+            multiprocessing.set_start_method(None, force=True)
+            os.chdir(cwd)
+            os.environ.clear()
+            os.environ.update(env)
+            if THREADS in env:
+                import torch
+
+                torch.set_num_threads(int(env[THREADS]))
             if kind == "script":
                 sys.argv = [target, *args]
                 sys.path[0] = str(Path(target).parent)
@@ -87,6 +104,7 @@ def _child(
         except BaseException:
             traceback.print_exc()
             code = 1
+        threading._shutdown()  # as an interpreter does at exit: wait for threads, then atexit
         atexit._run_exitfuncs()
     finally:
         for stream in (sys.stdout, sys.stderr):
@@ -98,11 +116,15 @@ def _child(
 
 
 def _run(kind: str, target: str, args, cwd: Path, env: dict | None, timeout: float):
+    if not Path(cwd).is_dir():
+        raise FileNotFoundError(f"No working directory {cwd}")
+    context = _fork_server()
     extra = {key: str(value) for key, value in (env or {}).items()}
+    # Only what the caller asks for: libraries set variables of these names at run time too (torch.compile).
     changed = sorted(
         key
         for key, value in extra.items()
-        if key.startswith(IMPORT_TIME_PREFIXES) and os.environ.get(key) != value and key != "OMP_NUM_THREADS"
+        if key.startswith(IMPORT_TIME_PREFIXES) and key != THREADS and _server_environment.get(key) != value
     )
     if changed:
         raise ValueError(f"{', '.join(changed)} take effect only in a fresh interpreter: use subprocess")
@@ -112,7 +134,7 @@ def _run(kind: str, target: str, args, cwd: Path, env: dict | None, timeout: flo
         out, err = Path(folder) / "stdout", Path(folder) / "stderr"
         out.touch()
         err.touch()
-        process = _fork_server().Process(
+        process = context.Process(
             target=_child, args=(kind, target, argv, str(cwd), {**os.environ, **extra}, str(out), str(err))
         )
         process.start()
@@ -120,7 +142,9 @@ def _run(kind: str, target: str, args, cwd: Path, env: dict | None, timeout: flo
         if process.exitcode is None:
             process.kill()
             process.join()
-            raise subprocess.TimeoutExpired(command, timeout, out.read_text(), err.read_text())
+            raise subprocess.TimeoutExpired(
+                command, timeout, out.read_text(errors="replace"), err.read_text(errors="replace")
+            )
         return subprocess.CompletedProcess(
             command, process.exitcode, out.read_text(errors="replace"), err.read_text(errors="replace")
         )

@@ -3,6 +3,7 @@ closest real one; a real bug keeps its traceback. Each script runs as a user run
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -37,6 +38,15 @@ def test_a_missing_model_folder_is_named_not_sent_to_the_hub(tmp_path):
     result = _run("plot_attention.py", "--model", "outputs/nope/final", "--text", "x", cwd=tmp_path)
     _assert_user_error(result, "error: No model folder at outputs/nope/final", "model_cards/")
     assert "Repo id" not in result.stderr
+    # In a fresh interpreter too, where the libraries' own import-time output would show: one line in all.
+    fresh = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "plot_attention.py"), "--model", "outputs/nope/final",
+         "--text", "x"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path, stdin=subprocess.DEVNULL,
+    )  # fmt: skip
+    assert fresh.returncode == 2 and fresh.stdout == "", fresh.stderr[-3000:]
+    assert fresh.stderr.startswith("error: No model folder at outputs/nope/final")
+    assert len(fresh.stderr.splitlines()) == 1, fresh.stderr[-3000:]
 
 
 def test_training_before_the_tokenizer_exists_says_how_to_make_it(tmp_path):

@@ -32,6 +32,15 @@ def test_an_uncaught_exception_prints_its_traceback_and_exits_1(tmp_path):
     assert message.returncode == 1 and message.stderr == "error: a message\n"
 
 
+def test_a_child_starts_from_the_preloaded_libraries_without_the_package_as_a_main_process(tmp_path):
+    code = """
+import multiprocessing, sys
+print("transformers" in sys.modules, "hf_vanilla_transformer" in sys.modules)
+print(multiprocessing.current_process().name, multiprocessing.parent_process())
+"""
+    assert run_code(code, cwd=tmp_path).stdout == "True False\nMainProcess None\n"
+
+
 def test_a_variable_read_only_at_import_is_refused(tmp_path):
     with pytest.raises(ValueError, match="HF_HUB_OFFLINE take effect only in a fresh interpreter"):
         run_code("pass", cwd=tmp_path, env={"HF_HUB_OFFLINE": "0"})

@@ -7,53 +7,93 @@ whole curve.
         --output_dir outputs/multi30k-curve                  # keep every checkpoint
     python scripts/quality_curve.py --run_dir outputs/multi30k-curve --task translation \
         --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test --every 2
+
+A schedule decayed by the clock (`--decay_by_clock`) needs one run per budget; give them all, and each is one
+point, its end (here its last checkpoint alone). `--compare` draws earlier curves in the same plot:
+
+    python scripts/quality_curve.py --run_dir outputs/run-30min outputs/run-75min --last 1 \
+        --label "decay by the clock" --compare outputs/multi30k-curve/curve/curve.json \
+        --output_dir outputs/curves --task translation --dataset outputs/data/multi30k-de-en \
+        --source_lang de --target_lang en --split test
 """
 
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hf_vanilla_transformer.benchmarks.quality_curve import format_curve, plot_curve, quality_curve
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.benchmarks.quality_curve import (
+    budget_curve,
+    format_curve,
+    load_curve,
+    plot_curve,
+    quality_curve,
+)
+from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments
 from hf_vanilla_transformer.tasks import DatasetArguments
 
 
 @dataclass
 class CurveArguments:
-    run_dir: str = field(
-        metadata={"help": "A training run's output_dir, with its checkpoint-<step> folders."}
+    run_dir: list[str] = field(
+        metadata={
+            "help": "A training run's output_dir, with its checkpoint-<step> folders; or several runs, one "
+            "per time budget, each scored at its end."
+        }
     )
     last: int = field(default=5, metadata={"help": "How many checkpoints each point averages (§6.1)."})
-    every: int = field(default=1, metadata={"help": "Score every N-th checkpoint (the last one always)."})
+    every: int = field(
+        default=1, metadata={"help": "Score every N-th checkpoint (the last one always); one run only."}
+    )
     split: str = field(default="test", metadata={"help": "Which split to score."})
     batch_size: int = field(default=50, metadata={"help": "Sentences per generate() call."})
     num_beams: int | None = field(
         default=None, metadata={"help": "Default: the saved generation config (4)."}
     )
     max_examples: int | None = field(default=None, metadata={"help": "Score the first N examples only."})
+    label: str | None = field(
+        default=None, metadata={"help": "This curve's name in the plot; default: the first run's folder."}
+    )
+    compare: list[str] = field(
+        default_factory=list,
+        metadata={"help": "curve.json files written by earlier runs of this script, drawn in the same plot."},
+    )
     output_dir: str | None = field(
-        default=None, metadata={"help": "Where curve.json and curve.png go; default: <run_dir>/curve."}
+        default=None,
+        metadata={"help": "Where curve.json and curve.png go; default: <run_dir>/curve (one run only)."},
     )
 
 
 def main() -> None:
     args, data_args = parse_arguments(CurveArguments, DatasetArguments, description=__doc__)
+    several = len(args.run_dir) > 1
+    if several and args.every != 1:
+        raise UsageError("--every picks checkpoints within one run; several runs are scored at their ends.")
+    if several and args.output_dir is None:
+        raise UsageError("With several runs, say where the curve goes: --output_dir.")
+    metric = data_args.task_spec.best_metric
+    others = [load_curve(path) for path in args.compare]
+    for other in others:
+        if other["metric"] != metric:
+            raise UsageError(f"--compare {other['label']} plots {other['metric']}, this curve {metric}.")
     eval_args = EvaluationArguments(
-        model=args.run_dir,
+        model=args.run_dir[0],
         split=args.split,
         batch_size=args.batch_size,
         num_beams=args.num_beams,
         max_examples=args.max_examples,
     )
-    points = quality_curve(args.run_dir, eval_args, data_args, last=args.last, every=args.every)
-    metric = data_args.task_spec.best_metric
-    output_dir = Path(args.output_dir or Path(args.run_dir) / "curve")
+    if several:
+        points = budget_curve(args.run_dir, eval_args, data_args, last=args.last)
+    else:
+        points = quality_curve(args.run_dir[0], eval_args, data_args, last=args.last, every=args.every)
+    label = args.label or Path(args.run_dir[0]).name
+    output_dir = Path(args.output_dir or Path(args.run_dir[0]) / "curve")
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / "curve.json").write_text(json.dumps(points, indent=2) + "\n", encoding="utf-8")
-    png = plot_curve(
-        points, metric, output_dir / "curve.png", title=f"{Path(args.run_dir).name}, {args.split}"
-    )
+    curve = {"label": label, "metric": metric, "split": args.split, "points": points}
+    (output_dir / "curve.json").write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")
+    curves = {label: points, **{other["label"]: other["points"] for other in others}}
+    png = plot_curve(curves, metric, output_dir / "curve.png", title=f"{args.split} {metric}")
     print(format_curve(points, metric))
     print(f"Wrote {output_dir / 'curve.json'} and {png}")
 

@@ -3,6 +3,7 @@ the Trainer script (one process) and the Accelerate loop on two CPU processes (g
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -112,7 +113,9 @@ def test_quality_curve_scores_the_run_at_each_checkpoint(trained_run, translatio
          "--output_dir", str(tmp_path / "curve")],
         cwd=tmp_path,
     )  # fmt: skip
-    points = json.loads((tmp_path / "curve" / "curve.json").read_text())
+    curve = json.loads((tmp_path / "curve" / "curve.json").read_text())
+    assert curve["label"] == trained_run.name and curve["metric"] == "bleu"
+    points = curve["points"]
     assert [p["step"] for p in points] == [3, 6]
     assert points[0]["checkpoints"] == ["checkpoint-3"] and points[1]["checkpoints"] == [
         "checkpoint-3",
@@ -123,6 +126,50 @@ def test_quality_curve_scores_the_run_at_each_checkpoint(trained_run, translatio
     )
     assert (tmp_path / "curve" / "curve.png").stat().st_size > 1000
     assert "| minutes | step | checkpoints averaged | bleu |" in result.stdout
+
+
+def test_quality_curve_of_one_run_per_budget_beside_an_earlier_curve(trained_run, translation_data, tmp_path):
+    """Several runs (a schedule decayed by the clock, one run per budget) are one point each, at the run's
+    end, in order of minutes; `--compare` adds an earlier curve.json to the plot."""
+    shorter = tmp_path / "shorter-budget"
+    shutil.copytree(trained_run / "checkpoint-3", shorter / "checkpoint-3")
+    common = ["--task", "translation", "--dataset", str(translation_data / "data"), "--split", "validation",
+              "--max_examples", "6", "--num_beams", "1"]  # fmt: skip
+    script = str(ROOT / "scripts" / "quality_curve.py")
+    _run([sys.executable, script, "--run_dir", str(trained_run), "--every", "9", "--last", "1", *common,
+          "--output_dir", str(tmp_path / "one-run")], cwd=tmp_path)  # fmt: skip
+    _run([sys.executable, script, "--run_dir", str(trained_run), str(shorter), "--last", "1", *common,
+          "--label", "by budget", "--compare", str(tmp_path / "one-run" / "curve.json"),
+          "--output_dir", str(tmp_path / "budgets")], cwd=tmp_path)  # fmt: skip
+    curve = json.loads((tmp_path / "budgets" / "curve.json").read_text())
+    assert curve["label"] == "by budget"
+    assert [(p["step"], p["checkpoints"]) for p in curve["points"]] == [
+        (3, ["checkpoint-3"]),
+        (6, ["checkpoint-6"]),
+    ]
+    # The same checkpoint, scored the same way, scores the same in either curve.
+    one_run = json.loads((tmp_path / "one-run" / "curve.json").read_text())["points"]
+    assert [p["step"] for p in one_run] == [6]
+    assert one_run[0]["metrics"]["bleu"] == curve["points"][1]["metrics"]["bleu"]
+    assert (tmp_path / "budgets" / "curve.png").stat().st_size > 1000
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--every", "2", "--output_dir", "out"], "--every picks checkpoints within one run"),
+        ([], "With several runs, say where the curve goes: --output_dir."),
+        (["--output_dir", "out", "--compare", "missing.json"], "No curve at missing.json"),
+        (["--output_dir", "out", "--compare", "old.json"], "old.json is not a curve.json"),
+    ],
+)
+def test_quality_curve_refuses_what_it_cannot_draw(trained_run, tmp_path, options, message):
+    (tmp_path / "old.json").write_text("[]")  # a list of points, without the curve's label and metric
+    result = run_script_file(
+        ROOT / "scripts" / "quality_curve.py", "--run_dir", str(trained_run), str(trained_run),
+        "--task", "translation", "--dataset", "unused", *options, cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
 
 
 def test_evaluate_script_writes_report(trained_run, translation_data, tmp_path):

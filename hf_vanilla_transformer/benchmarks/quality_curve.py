@@ -5,7 +5,7 @@ the minutes of training spent by then (`time_budget.json`, written into every ch
 
 One run gives the whole curve when its schedule does not depend on the length of the run (eq. 3's inverse
 square root): training for fewer minutes is then the same run stopped earlier. With `decay_by_clock` a shorter
-budget decays sooner, so each budget is a run of its own, and its point is the run's last checkpoint.
+budget decays sooner, so each budget is a run of its own, and its point is the run's end (`budget_curve`).
 """
 
 from __future__ import annotations
@@ -50,31 +50,57 @@ def quality_curve(
     """For every `every`-th checkpoint of `run_dir` (the last one always), the average of the last `last`
     checkpoints up to it, scored by `evaluate_model` with `eval_args` (its `model` is ignored). Each point is
     `{"step", "minutes", "checkpoints", "metrics"}`; reports are written into the run's `curve/` folder."""
-    if last < 1 or every < 1:
-        raise ValueError(f"`last` ({last}) and `every` ({every}) must be at least 1.")
+    if every < 1:
+        raise ValueError(f"`every` ({every}) must be at least 1.")
     checkpoints = checkpoints_with_minutes(run_dir)
     chosen = [i for i in range(len(checkpoints)) if (len(checkpoints) - 1 - i) % every == 0]
-    reports = Path(run_dir) / "curve"
+    return [_score(run_dir, checkpoints, index, eval_args, data_args, last) for index in chosen]
+
+
+def budget_curve(
+    run_dirs: list[str | Path], eval_args: EvaluationArguments, data_args: DatasetArguments, last: int = 1
+) -> list[dict]:
+    """One point per run, at its end (the average of its last `last` checkpoints), in order of minutes: the
+    curve of a schedule that depends on the budget, one run per budget. Points as in `quality_curve`."""
     points = []
-    for index in chosen:
-        window = [path for path, _ in checkpoints[max(0, index - last + 1) : index + 1]]
-        step = int(window[-1].name.split("-")[-1])
-        with tempfile.TemporaryDirectory() as folder:
-            averaged = average_checkpoints(window, Path(folder) / "averaged")
-            args = EvaluationArguments(
-                **{**vars(eval_args), "model": str(averaged), "show_examples": 0,
-                   "output_file": str(reports / f"eval-{eval_args.split}-step{step}.json")}
-            )  # fmt: skip
-            report = evaluate_model(args, data_args)
-        points.append(
-            {
-                "step": step,
-                "minutes": checkpoints[index][1],
-                "checkpoints": [path.name for path in window],
-                "metrics": report["metrics"],
-            }
+    for run_dir in run_dirs:
+        checkpoints = checkpoints_with_minutes(run_dir)
+        points.append(_score(run_dir, checkpoints, len(checkpoints) - 1, eval_args, data_args, last))
+    return sorted(points, key=lambda point: point["minutes"])
+
+
+def _score(run_dir, checkpoints, index, eval_args, data_args, last) -> dict:
+    """The point of `checkpoints[index]`: the average of the `last` checkpoints up to it, scored."""
+    if last < 1:
+        raise ValueError(f"`last` ({last}) must be at least 1.")
+    window = [path for path, _ in checkpoints[max(0, index - last + 1) : index + 1]]
+    step = int(window[-1].name.split("-")[-1])
+    with tempfile.TemporaryDirectory() as folder:
+        averaged = average_checkpoints(window, Path(folder) / "averaged")
+        args = EvaluationArguments(
+            **{**vars(eval_args), "model": str(averaged), "show_examples": 0,
+               "output_file": str(Path(run_dir) / "curve" / f"eval-{eval_args.split}-step{step}.json")}
+        )  # fmt: skip
+        report = evaluate_model(args, data_args)
+    return {
+        "step": step,
+        "minutes": checkpoints[index][1],
+        "checkpoints": [path.name for path in window],
+        "metrics": report["metrics"],
+    }
+
+
+def load_curve(path: str | Path) -> dict:
+    """A curve.json written by `scripts/quality_curve.py`: `{"label", "metric", "split", "points"}`."""
+    if not Path(path).is_file():
+        raise FileNotFoundError(f"No curve at {path}: give a curve.json of scripts/quality_curve.py.")
+    curve = json.loads(Path(path).read_text(encoding="utf-8"))
+    if not isinstance(curve, dict) or not {"label", "metric", "points"} <= curve.keys():
+        raise ValueError(
+            f"{path} is not a curve.json of scripts/quality_curve.py (an object with label, metric and "
+            "points): score that run again with this version of the script."
         )
-    return points
+    return curve
 
 
 def format_curve(points: list[dict], metric: str) -> str:
@@ -92,19 +118,24 @@ def format_curve(points: list[dict], metric: str) -> str:
     return "\n".join(lines)
 
 
-def plot_curve(points: list[dict], metric: str, path: str | Path, title: str = "") -> Path:
-    """`metric` against minutes of training, one marker per point, as a PNG."""
+def plot_curve(curves: dict[str, list[dict]], metric: str, path: str | Path, title: str = "") -> Path:
+    """`metric` against minutes of training, one line per curve (named by its key in `curves`), one marker
+    per point, as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(6.4, 4.0))
-    ax.plot([p["minutes"] for p in points], [p["metrics"][metric] for p in points], marker="o")
+    for label, points in curves.items():
+        minutes = [point["minutes"] for point in points]
+        ax.plot(minutes, [point["metrics"][metric] for point in points], marker="o", label=label)
     ax.set_xlabel("minutes of training")
     ax.set_ylabel(metric)
     ax.set_xlim(left=0)
     ax.grid(alpha=0.3)
+    if len(curves) > 1:
+        ax.legend()
     if title:
         ax.set_title(title)
     fig.tight_layout()

@@ -69,7 +69,7 @@ OMP_NUM_THREADS=$THREADS "$FS/fairseq-train" "$OUT/data-bin" --cpu --seed 0 --nu
     --save-dir "$OUT/fairseq" --save-interval-updates 200 --keep-interval-updates 5 --no-epoch-checkpoints \
     --log-format simple --log-interval 50 > "$OUT/fairseq-train.log" 2>&1
 
-# The last 5 checkpoints averaged: the final one (checkpoint_last.pt) and the 4 interval ones before it, as
+# The last 5 checkpoints averaged: the final one (checkpoint_last.pt) and up to 4 interval ones before it, as
 # scripts/average_checkpoints.py averages ours (fairseq's own averaging script is not in its package).
 "$FS/python" - "$OUT/fairseq" <<'EOF'
 import argparse
@@ -99,7 +99,10 @@ TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 OMP_NUM_THREADS=$THREADS "$FS/fairseq-generat
 rm -rf "$OUT/ours"
 python scripts/train.py scripts/recipes/multi30k_de_en.yaml --max_train_minutes "$MINUTES" --eval_strategy no \
     --output_dir "$OUT/ours" > "$OUT/ours-train.log" 2>&1
-python scripts/average_checkpoints.py --run_dir "$OUT/ours" --last 5 --output_dir "$OUT/ours/averaged"
+# The last 5 checkpoints, or all of them in a run too short to save 5 (as fairseq's side above takes them).
+SAVED=$(find "$OUT/ours" -maxdepth 1 -name "checkpoint-*" | wc -l)
+python scripts/average_checkpoints.py --run_dir "$OUT/ours" --last $((SAVED < 5 ? SAVED : 5)) \
+    --output_dir "$OUT/ours/averaged"
 python scripts/evaluate_model.py --model "$OUT/ours/averaged" --task translation --dataset "$DATA" \
     --source_lang de --target_lang en --split test --batch_size 50 --show_examples 0 > "$OUT/ours-test.log"
 

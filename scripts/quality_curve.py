@@ -3,7 +3,7 @@ last N checkpoints, beam search by the saved generation config), against the min
 table, a JSON file and a PNG. `hf_vanilla_transformer.benchmarks.quality_curve` says when one run gives the
 whole curve.
 
-    python scripts/train.py scripts/recipes/multi30k_de_en.yaml --save_total_limit 100 \
+    python scripts/train.py scripts/recipes/multi30k_de_en_paper.yaml --save_total_limit 100 \
         --output_dir outputs/multi30k-curve                  # keep every checkpoint
     python scripts/quality_curve.py --run_dir outputs/multi30k-curve --task translation \
         --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test --every 2

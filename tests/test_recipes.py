@@ -84,7 +84,7 @@ def test_missing_or_malformed_recipe_file_names_the_path(tmp_path):
         _parse(listed)
 
 
-@pytest.mark.parametrize("name", ["series", "multi30k_de_en"])
+@pytest.mark.parametrize("name", ["series", "multi30k_de_en", "multi30k_de_en_paper"])
 def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
     path = RECIPES / f"{name}.yaml"
     assert "use_cpu" not in path.read_text()
@@ -103,38 +103,63 @@ def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
         assert data_args.task == "translation" and data_args.max_tokens == 4096
         assert (recipe_args.max_train_minutes, recipe_args.lr_scale) == (75, 0.5)
         assert (training_args.weight_decay, training_args.max_grad_norm) == (0.0, 0.0)  # the paper's
-        assert training_args.lr_scheduler_type == "inverse_sqrt" and training_args.warmup_steps == 600
+        assert training_args.warmup_steps == 600
+        assert training_args.output_dir == "outputs/" + name.replace("_", "-")  # where multi30k_de_en.sh looks
+        if name == "multi30k_de_en_paper":
+            assert training_args.lr_scheduler_type == "inverse_sqrt" and not recipe_args.decay_by_clock
+        else:  # the paper's recipe but for the schedule
+            assert training_args.lr_scheduler_type == "linear" and recipe_args.decay_by_clock
+            assert recipe_args.max_warmup_fraction == 0.6
+            paper = _parse(RECIPES / "multi30k_de_en_paper.yaml")
+            assert [vars(args) for args in paper[:3]] == [
+                vars(model_args),
+                vars(data_args),
+                {**vars(recipe_args), "decay_by_clock": False, "max_warmup_fraction": None},
+            ]
 
 
 def test_recipe_sh_scripts_train_from_the_yaml_recipes():
-    for name in ("series", "multi30k_de_en"):
-        assert f"scripts/train.py scripts/recipes/{name}.yaml" in (RECIPES / f"{name}.sh").read_text()
+    assert "scripts/train.py scripts/recipes/series.yaml" in (RECIPES / "series.sh").read_text()
 
 
-def _multi30k_recipe_data(tmp_path, *args, **env) -> str:
-    """Run multi30k_de_en.sh with a stand-in `python` that logs its arguments; return the data source its
-    first command (prepare_translation.py) was given."""
+def _multi30k_recipe_calls(tmp_path, *args, **env) -> list[list[str]]:
+    """Run multi30k_de_en.sh with a stand-in `python` that logs its arguments; return the argument lists of
+    its python commands, in order."""
     shim = tmp_path / "bin"
     shim.mkdir(exist_ok=True)
     (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
     (shim / "python").chmod(0o755)
     log = tmp_path / f"calls-{len(list(tmp_path.glob('calls-*')))}.log"
-    environment = {k: v for k, v in os.environ.items() if k != "MULTI30K_DATA"}
+    environment = {k: v for k, v in os.environ.items() if k not in ("MULTI30K_DATA", "MULTI30K_RECIPE")}
     environment.update(PATH=f"{shim}{os.pathsep}{os.environ['PATH']}", LOG=str(log), **env)
     subprocess.run(
         ["bash", str(RECIPES / "multi30k_de_en.sh"), *args], env=environment, cwd=tmp_path, check=True
     )
-    first = log.read_text().splitlines()[0].split()
-    assert first[0] == "scripts/prepare_translation.py"
-    return first[first.index("--dataset") + 1]
+    calls = [line.split() for line in log.read_text().splitlines()]
+    assert calls[0][0] == "scripts/prepare_translation.py"
+    return calls
 
 
 def test_multi30k_recipe_reads_the_hub_copy_by_default_or_the_data_it_is_given(tmp_path):
-    assert _multi30k_recipe_data(tmp_path) == "bentrevett/multi30k"
-    assert _multi30k_recipe_data(tmp_path, "path/to/multi30k") == "path/to/multi30k"
-    assert _multi30k_recipe_data(tmp_path, MULTI30K_DATA="/data/multi30k/raw") == "/data/multi30k/raw"
+    def data(*args, **env):
+        first = _multi30k_recipe_calls(tmp_path, *args, **env)[0]
+        return first[first.index("--dataset") + 1]
+
+    assert data() == "bentrevett/multi30k"
+    assert data("path/to/multi30k") == "path/to/multi30k"
+    assert data(MULTI30K_DATA="/data/multi30k/raw") == "/data/multi30k/raw"
     # No shipped recipe may depend on a folder that exists only on the developers' machines.
     assert not [path.name for path in RECIPES.iterdir() if "../shared" in path.read_text()]
+
+
+@pytest.mark.parametrize("name", ["multi30k_de_en", "multi30k_de_en_paper"])
+def test_multi30k_recipe_script_trains_averages_and_evaluates_in_the_recipes_folder(tmp_path, name):
+    environment = {} if name == "multi30k_de_en" else {"MULTI30K_RECIPE": f"scripts/recipes/{name}.yaml"}
+    calls = _multi30k_recipe_calls(tmp_path, **environment)
+    out = _parse(RECIPES / f"{name}.yaml")[3].output_dir
+    assert calls[2] == ["scripts/train.py", f"scripts/recipes/{name}.yaml", "--output_dir", out]
+    assert calls[3][:3] == ["scripts/average_checkpoints.py", "--run_dir", out]
+    assert [call[call.index("--model") + 1] for call in calls[4:]] == [f"{out}/final", f"{out}/averaged"]
 
 
 def test_every_option_has_help():

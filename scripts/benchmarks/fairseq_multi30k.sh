@@ -95,9 +95,9 @@ TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1 OMP_NUM_THREADS=$THREADS "$FS/fairseq-generat
     --path "$OUT/fairseq/averaged.pt" --gen-subset test --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50 \
     --batch-size 50 --post-process sentencepiece > "$OUT/fairseq-test.out"
 
-# Ours, the same minutes, with the shipped recipe's settings and no validation.
+# Ours, the same minutes, with the paper's recipe (eq. 3, as fairseq's inverse_sqrt) and no validation.
 rm -rf "$OUT/ours"
-python scripts/train.py scripts/recipes/multi30k_de_en.yaml --max_train_minutes "$MINUTES" --eval_strategy no \
+python scripts/train.py scripts/recipes/multi30k_de_en_paper.yaml --max_train_minutes "$MINUTES" --eval_strategy no \
     --output_dir "$OUT/ours" > "$OUT/ours-train.log" 2>&1
 # The last 5 checkpoints, or all of them in a run too short to save 5 (as fairseq's side above takes them).
 SAVED=$(find "$OUT/ours" -maxdepth 1 -name "checkpoint-*" | wc -l)

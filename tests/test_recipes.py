@@ -104,7 +104,7 @@ def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
         assert (recipe_args.max_train_minutes, recipe_args.lr_scale) == (75, 0.5)
         assert (training_args.weight_decay, training_args.max_grad_norm) == (0.0, 0.0)  # the paper's
         assert training_args.warmup_steps == 600
-        assert training_args.output_dir == "outputs/" + name.replace("_", "-")  # where multi30k_de_en.sh looks
+        assert training_args.output_dir == "outputs/" + name.replace("_", "-")  # multi30k_de_en.sh uses it
         if name == "multi30k_de_en_paper":
             assert training_args.lr_scheduler_type == "inverse_sqrt" and not recipe_args.decay_by_clock
         else:  # the paper's recipe but for the schedule

@@ -123,8 +123,8 @@ def test_recipe_sh_scripts_train_from_the_yaml_recipes():
 
 
 def _multi30k_recipe_calls(tmp_path, *args, **env) -> list[list[str]]:
-    """Run multi30k_de_en.sh with a stand-in `python` that logs its arguments; return the argument lists of
-    its python commands, in order."""
+    """Run multi30k_de_en.sh from the project root, as users do, with a stand-in `python` that logs its
+    arguments (so nothing is written there); return the argument lists of its python commands, in order."""
     shim = tmp_path / "bin"
     shim.mkdir(exist_ok=True)
     (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
@@ -132,9 +132,8 @@ def _multi30k_recipe_calls(tmp_path, *args, **env) -> list[list[str]]:
     log = tmp_path / f"calls-{len(list(tmp_path.glob('calls-*')))}.log"
     environment = {k: v for k, v in os.environ.items() if k not in ("MULTI30K_DATA", "MULTI30K_RECIPE")}
     environment.update(PATH=f"{shim}{os.pathsep}{os.environ['PATH']}", LOG=str(log), **env)
-    subprocess.run(
-        ["bash", str(RECIPES / "multi30k_de_en.sh"), *args], env=environment, cwd=tmp_path, check=True
-    )
+    script, root = str(RECIPES / "multi30k_de_en.sh"), RECIPES.parents[1]
+    subprocess.run(["bash", script, *args], env=environment, cwd=root, check=True)
     calls = [line.split() for line in log.read_text().splitlines()]
     assert calls[0][0] == "scripts/prepare_translation.py"
     return calls
@@ -160,6 +159,15 @@ def test_multi30k_recipe_script_trains_averages_and_evaluates_in_the_recipes_fol
     assert calls[2] == ["scripts/train.py", f"scripts/recipes/{name}.yaml", "--output_dir", out]
     assert calls[3][:3] == ["scripts/average_checkpoints.py", "--run_dir", out]
     assert [call[call.index("--model") + 1] for call in calls[4:]] == [f"{out}/final", f"{out}/averaged"]
+
+
+def test_multi30k_recipe_script_refuses_a_missing_recipe_before_any_step(tmp_path):
+    environment = {**os.environ, "MULTI30K_RECIPE": "scripts/recipes/no_such.yaml"}
+    script = str(RECIPES / "multi30k_de_en.sh")
+    result = subprocess.run(["bash", script], env=environment, cwd=tmp_path, capture_output=True, text=True)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "no recipe file at scripts/recipes/no_such.yaml" in result.stderr
+    assert not (tmp_path / "outputs").exists()
 
 
 def test_every_option_has_help():

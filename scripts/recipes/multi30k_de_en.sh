@@ -19,6 +19,11 @@
 set -euo pipefail
 DATA=${1:-${MULTI30K_DATA:-bentrevett/multi30k}}
 RECIPE=${MULTI30K_RECIPE:-scripts/recipes/multi30k_de_en.yaml}
+if [ ! -f "$RECIPE" ]; then  # before the data and tokenizer steps, which take minutes
+    echo "MULTI30K_RECIPE: no recipe file at $RECIPE; give a YAML recipe such as" \
+        "scripts/recipes/multi30k_de_en_paper.yaml (paths from where you run this script)." >&2
+    exit 2
+fi
 NAME=$(basename "$RECIPE" .yaml)
 OUT=outputs/${NAME//_/-}
 python scripts/prepare_translation.py --dataset "$DATA" --source_lang de --target_lang en \

@@ -303,6 +303,22 @@ class DataArguments(DatasetArguments):
             "--max-tokens). Replaces per_device_train_batch_size."
         },
     )
+    batch_order: str = field(
+        default="padded_length",
+        metadata={
+            "help": "How examples are sorted before they are cut into token-budget batches: padded_length "
+            "(the longer of source and target, then target length) or source_length (source, then target "
+            "length, as fairseq orders them).",
+            "choices": ["padded_length", "source_length"],
+        },
+    )
+    batch_size_multiple: int = field(
+        default=1,
+        metadata={
+            "help": "Token-budget batches hold a multiple of this many sentences (the remainder starts the "
+            "next batch), as fairseq's --required-batch-size-multiple (8 there)."
+        },
+    )
     max_unknown_token_share: float = field(
         default=0.05,
         metadata={
@@ -313,6 +329,8 @@ class DataArguments(DatasetArguments):
 
     def __post_init__(self):
         super().__post_init__()
+        if self.batch_size_multiple < 1:
+            raise ValueError(f"`batch_size_multiple` must be 1 or more, got {self.batch_size_multiple}.")
         if self.symbol_renamings < 0:
             raise ValueError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
         if not 0 <= self.max_unknown_token_share <= 1:

@@ -1,6 +1,10 @@
 """The benchmark (`scripts/benchmark.py` over `hf_vanilla_transformer.benchmarks.harness`) runs and reports
 every figure (it is a script, not a timed test: no speed is asserted)."""
 
+import json
+from pathlib import Path
+
+import pytest
 import torch
 from transformers import CompileConfig
 
@@ -16,6 +20,12 @@ from hf_vanilla_transformer.benchmarks.harness import (
     peak_memory_mb,
     profile_shape,
     run_benchmark,
+)
+from hf_vanilla_transformer.benchmarks.seed_comparison import (
+    compare_arms,
+    format_comparison,
+    plot_validation_curves,
+    validation_curve,
 )
 
 from .processes import run_script_file
@@ -110,3 +120,42 @@ def test_markdown_from_rejects_a_file_that_is_not_a_benchmark_run(tmp_path):
         assert "Traceback" not in result.stderr
     result = run_script_file("benchmark.py", "--markdown_from", tmp_path / "missing.json", cwd=tmp_path)
     assert result.returncode == 2 and "missing.json" in result.stderr
+
+
+def test_seed_comparison_counts_a_difference_only_outside_the_seeds_range(tmp_path):
+    rows = compare_arms(
+        {"baseline": [32.0, 33.0], "better": [33.5, 34.0], "noise": [32.5, 34.0], "worse": [30.0, 31.9]},
+        "baseline",
+    )
+    verdicts = {row["arm"]: (row["verdict"], row["difference"]) for row in rows}
+    assert verdicts["baseline"] == (None, None)
+    assert verdicts["better"][0] == "above" and verdicts["better"][1] == pytest.approx(1.25)
+    assert verdicts["noise"][0] == "inside the seed noise"
+    assert verdicts["worse"][0] == "below"
+    assert compare_arms({"a": [1.0], "b": [2.0]}, "a")[1]["verdict"] == "one seed: no noise band"
+    table = format_comparison(rows)
+    assert "| better | 33.50, 34.00 | 33.75 | 33.50-34.00 | +1.25 | above |" in table
+    with pytest.raises(ValueError, match="No scores for the baseline arm 'base'"):
+        compare_arms({"a": [1.0]}, "base")
+
+    records = [{"step": 50, "loss": 7.0}, {"step": 200, "eval_loss": 5.5}, {"step": 100, "eval_loss": 6.0}]
+    (tmp_path / "loss_log.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    curve = validation_curve(tmp_path)
+    assert curve == [(100, 6.0), (200, 5.5)]
+    png = plot_validation_curves(
+        {"baseline": [curve], "better": [curve, [(100, 5.0), (200, 4.0)]]}, tmp_path / "c.png"
+    )
+    assert png.read_bytes().startswith(b"\x89PNG")
+    with pytest.raises(FileNotFoundError, match="No loss_log.jsonl in"):
+        validation_curve(tmp_path / "missing")
+
+
+def test_seed_comparison_script_refuses_an_arm_without_a_name_in_one_line(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmarks" / "multi30k_seeds.py"
+    result = run_script_file(script, "--arm", "baseline=", "dropout 0.3", cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --arm 'dropout 0.3': give name=options, e.g. 'baseline=' or "
+        "'dropout3=--config_overrides ...'."
+    ]
+    assert not (tmp_path / "outputs").exists()

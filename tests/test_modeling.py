@@ -573,3 +573,48 @@ def test_halves_layout_is_marians_sinusoid_table_and_the_paper_default_is_interl
     assert VanillaTransformerForConditionalGeneration(tiny_config()).config.sinusoid_layout == "interleaved"
     with pytest.raises(ValueError, match=r"Unknown `sinusoid_layout` 'cosines-first'; expected one of"):
         tiny_config(sinusoid_layout="cosines-first")
+
+
+def test_fairseq_initialisation_scales_qkv_and_leaves_the_feed_forward_at_torchs_default():
+    """`init_method="fairseq"`: q/k/v Xavier-uniform at gain 1/sqrt(2) with uniform biases, the feed-forward
+    layers at nn.Linear's default bound 1/sqrt(fan_in); everything else as the default, "xavier"."""
+    from transformers import AutoModelForSeq2SeqLM
+
+    def build(**overrides):
+        return VanillaTransformerConfig.from_preset("transformer-small", vocab_size=1000, **overrides)
+
+    assert build().init_method == "xavier"
+    torch.manual_seed(0)
+    xavier = VanillaTransformerForConditionalGeneration(build())
+    built = VanillaTransformerForConditionalGeneration(build(init_method="fairseq"))
+    for model in (built, AutoModelForSeq2SeqLM.from_config(build(init_method="fairseq"))):
+        layers = [*model.model.encoder.layers, *model.model.decoder.layers]
+        plain_layers = [*xavier.model.encoder.layers, *xavier.model.decoder.layers]
+        for layer, plain in zip(layers, plain_layers, strict=True):
+            pairs = [(layer.self_attn, plain.self_attn)]
+            if hasattr(layer, "encoder_attn"):
+                pairs.append((layer.encoder_attn, plain.encoder_attn))
+            for attention, reference in pairs:
+                for name in ("q_proj", "k_proj", "v_proj"):
+                    ours, theirs = getattr(attention, name), getattr(reference, name)
+                    assert (ours.weight.std() / theirs.weight.std()).item() == pytest.approx(
+                        2**-0.5, rel=0.03
+                    )
+                    assert (
+                        theirs.bias.abs().max() == 0 and 0.9 * 256**-0.5 < ours.bias.abs().max() <= 256**-0.5
+                    )
+                assert attention.out_proj.bias.abs().max() == 0  # as "xavier": zero bias
+                assert (
+                    attention.out_proj.weight.std() / reference.out_proj.weight.std()
+                ).item() == pytest.approx(1, rel=0.03)
+            for fc in (layer.mlp.fc1, layer.mlp.fc2):
+                bound = fc.in_features**-0.5
+                for tensor in (fc.weight, fc.bias):
+                    assert 0.9 * bound < tensor.abs().max() <= bound
+        assert (model.model.shared.weight.std() / xavier.model.shared.weight.std()).item() == pytest.approx(
+            1, rel=0.03
+        )
+    with pytest.raises(
+        ValueError, match=r"Unknown `init_method` 'kaiming'; expected one of \('xavier', 'fairseq'\)"
+    ):
+        tiny_config(init_method="kaiming")

@@ -25,10 +25,12 @@ from hf_vanilla_transformer.training import (
     average_checkpoints,
     clock_linear_schedule,
     example_lengths,
+    example_sizes,
     last_checkpoints,
     paper_learning_rate,
     paper_peak_learning_rate,
     set_paper_learning_rate,
+    token_budget_sampler,
 )
 
 from .conftest import tiny_config
@@ -89,6 +91,35 @@ def test_target_lengths_as_tie_breaks_pad_targets_less_in_as_many_batches():
     assert target_padding(tight) < 0.7 * target_padding(plain)
     with pytest.raises(ValueError, match="3 tie breaks for 2000 lengths"):
         TokenBudgetBatchSampler(lengths, max_tokens=400, tie_breaks=[1, 2, 3])
+
+
+def test_fairseq_batch_formation_orders_by_source_then_target_and_keeps_multiples_of_eight():
+    generator = torch.Generator().manual_seed(1)
+    sources = torch.randint(3, 40, (3000,), generator=generator).tolist()
+    targets = torch.randint(3, 40, (3000,), generator=generator).tolist()
+    features = Dataset.from_dict(
+        {"input_ids": [[1] * n for n in sources], "labels": [[1] * n for n in targets]}
+    )
+    assert example_sizes(features) == (sources, targets)
+    lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
+    padded = token_budget_sampler(features, 600, seed=0)
+    fairseq = token_budget_sampler(features, 600, "source_length", 8, seed=0)
+    assert padded.batches == TokenBudgetBatchSampler(lengths, 600, tie_breaks=targets, seed=0).batches
+    batches = fairseq.batches
+    assert sorted(i for batch in batches for i in batch) == list(range(3000))
+    for batch in batches:
+        assert len(batch) * max(lengths[i] for i in batch) <= 600
+    # Every batch but the last holds a multiple of 8 sentences; the remainder went on to the next batch.
+    assert all(len(batch) % 8 == 0 for batch in batches[:-1]), [len(batch) for batch in batches]
+    # In order of (source, target) length: each batch follows on from the one before.
+    keys = [(sources[i], targets[i]) for batch in batches for i in batch]
+    assert keys == sorted(keys)
+    # Sorted by the source alone, batches pad more and fewer sentences fit: more batches than by padded size.
+    assert len(batches) > len(padded.batches)
+    with pytest.raises(ValueError, match=r"Unknown `batch_order` 'target'; expected one of padded_length"):
+        token_budget_sampler(features, 600, "target")
+    with pytest.raises(ValueError, match="`batch_size_multiple` must be positive, got 0"):
+        TokenBudgetBatchSampler(lengths, 600, batch_size_multiple=0)
 
 
 def test_token_budget_batches_are_sharded_across_ranks():

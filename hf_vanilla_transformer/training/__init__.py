@@ -30,10 +30,13 @@ from .arguments import (
 )
 from .averaging import average_checkpoints, last_checkpoints
 from .batching import (
+    BATCH_ORDERS,
     TiedKeysWarningFilter,
     TokenBudgetBatchSampler,
     TokenBudgetSeq2SeqTrainer,
     example_lengths,
+    example_sizes,
+    token_budget_sampler,
 )
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
@@ -41,6 +44,7 @@ from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_le
 from .trainer import build_trainer, run_training
 
 __all__ = [
+    "BATCH_ORDERS",
     "LOSS_LOG_NAME",
     "LOSS_PLOT_NAME",
     "RECIPE_SUFFIXES",
@@ -64,6 +68,8 @@ __all__ = [
     "create_optimizer",
     "create_scheduler",
     "example_lengths",
+    "example_sizes",
+    "token_budget_sampler",
     "last_checkpoints",
     "load_config_overrides",
     "load_recipe",

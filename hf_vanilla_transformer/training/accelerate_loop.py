@@ -40,7 +40,7 @@ from transformers.trainer_utils import rotate_checkpoints
 from ..data.preprocessing import build_seq2seq_collator
 from ..saving import save_model_folder
 from .arguments import PaperSeq2SeqTrainingArguments, RecipeArguments, prepare_training
-from .batching import TokenBudgetBatchSampler, example_lengths
+from .batching import token_budget_sampler
 from .logs import LossLog
 from .schedules import clock_linear_schedule
 
@@ -112,10 +112,13 @@ def train_loop(
     args: TrainingArguments,
     max_tokens: int,
     recipe: RecipeArguments | None = None,
+    batch_order: str = "padded_length",
+    batch_size_multiple: int = 1,
 ) -> Path:
     """Train `model` on a tokenized dataset (`input_ids`, `labels`) as `args` say, and save the final model
     folder to `<output_dir>/final`, which is returned. `recipe` adds a time budget (`max_train_minutes`) and
-    the decay over it (`decay_by_clock`).
+    the decay over it (`decay_by_clock`); `batch_order` and `batch_size_multiple` shape the token-budget
+    batches (`token_budget_sampler`).
 
     Every process builds the same batches; Accelerate gives each process a different share of them and
     averages the gradients, so all processes hold the same weights after every update. Only the main
@@ -134,9 +137,8 @@ def train_loop(
     output_dir = Path(args.output_dir)
 
     # One list of batches for the whole world; `prepare` shards it, process i taking every i-th batch.
-    lengths, target_lengths = example_lengths(train_dataset)
-    sampler = TokenBudgetBatchSampler(
-        lengths, max_tokens=max_tokens, tie_breaks=target_lengths, seed=args.seed
+    sampler = token_budget_sampler(
+        train_dataset, max_tokens, batch_order, batch_size_multiple, seed=args.seed
     )
     loader = DataLoader(
         train_dataset,
@@ -271,4 +273,6 @@ def run_accelerate_training(
         training_args,
         max_tokens=data_args.max_tokens,
         recipe=recipe_args,
+        batch_order=data_args.batch_order,
+        batch_size_multiple=data_args.batch_size_multiple,
     )

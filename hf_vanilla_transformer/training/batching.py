@@ -15,19 +15,26 @@ from transformers.trainer_pt_utils import BatchRebalanceSampler
 from .budget import TimeBudget
 from .schedules import clock_linear_schedule
 
+# How examples are ordered before they are cut into batches. "padded_length": by the longer of source and
+# target (a batch's padded size), then by target length. "source_length": by source length, then by target
+# length, as fairseq's `LanguagePairDataset` orders them.
+BATCH_ORDERS = ("padded_length", "source_length")
+
 
 class TokenBudgetBatchSampler(BatchRebalanceSampler):
     """Batches of similar-length examples holding at most `max_tokens` padded tokens each (§5.1; fairseq's
     `--max-tokens`), instead of a fixed number of sentences.
 
     A batch's cost is `len(batch) * max(lengths in batch)`: what it occupies after padding. Batches are
-    formed once from the examples sorted by length, then by `tie_breaks` if given (the target lengths, from
-    `example_lengths`: among examples of one padded length, those with alike targets share a batch, so the
-    decoder and the output layer, most of a step's work, compute on fewer padded positions), remaining ties
-    broken by a seeded shuffle. Each epoch shuffles the order of the batches with `seed + epoch`, so runs are
-    reproducible and a resumed run sees the same batches. Under data parallelism, each of `num_replicas`
-    ranks takes every `num_replicas`-th batch; the list is padded with repeated batches so all ranks take the
-    same number of steps.
+    formed once from the examples in the order of `sort_keys` if given, else sorted by length, then by
+    `tie_breaks` if given (the target lengths, from `example_lengths`: among examples of one padded length,
+    those with alike targets share a batch, so the decoder and the output layer, most of a step's work,
+    compute on fewer padded positions); remaining ties are broken by a seeded shuffle. With
+    `batch_size_multiple` m > 1, a full batch keeps the largest multiple of m sentences it holds and hands the
+    rest to the next batch, as fairseq's `--required-batch-size-multiple` does. Each epoch shuffles the order
+    of the batches with `seed + epoch`, so runs are reproducible and a resumed run sees the same batches.
+    Under data parallelism, each of `num_replicas` ranks takes every `num_replicas`-th batch; the list is
+    padded with repeated batches so all ranks take the same number of steps.
 
     It derives from transformers' `BatchRebalanceSampler` only for what the Trainer does with that type:
     pass it as a `batch_sampler` and not shard it a second time (this sampler is already rank-aware).
@@ -39,6 +46,8 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         max_tokens: int,
         max_sentences: int | None = None,
         tie_breaks: Sequence[int] | None = None,
+        sort_keys: Sequence | None = None,
+        batch_size_multiple: int = 1,
         shuffle: bool = True,
         seed: int = 0,
         num_replicas: int = 1,
@@ -52,37 +61,44 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
                 f"An example of {longest} tokens exceeds the batch budget `max_tokens={max_tokens}`: raise "
                 "the budget or filter long examples out first."
             )
+        if batch_size_multiple < 1:
+            raise ValueError(f"`batch_size_multiple` must be positive, got {batch_size_multiple}.")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"`rank` ({rank}) must be in [0, num_replicas={num_replicas}).")
         self.max_tokens = max_tokens
         self.max_sentences = max_sentences
+        self.batch_size_multiple = batch_size_multiple
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
-        if tie_breaks is not None and len(tie_breaks) != len(lengths):
-            raise ValueError(
-                f"{len(tie_breaks)} tie breaks for {len(lengths)} lengths: give one per example."
-            )
-        self.batches = self._make_batches(list(lengths), tie_breaks)
+        for name, values in (("tie breaks", tie_breaks), ("sort keys", sort_keys)):
+            if values is not None and len(values) != len(lengths):
+                raise ValueError(f"{len(values)} {name} for {len(lengths)} lengths: give one per example.")
+        if sort_keys is None:
+            sort_keys = list(lengths) if tie_breaks is None else list(zip(lengths, tie_breaks, strict=True))
+        self.batches = self._make_batches(list(lengths), sort_keys)
 
-    def _make_batches(self, lengths: list[int], tie_breaks: Sequence[int] | None) -> list[list[int]]:
+    def _make_batches(self, lengths: list[int], sort_keys: Sequence) -> list[list[int]]:
         order = list(range(len(lengths)))
         random.Random(self.seed).shuffle(order)  # random tie-breaking among equal keys
-        if tie_breaks is None:
-            order.sort(key=lambda i: lengths[i])
-        else:
-            order.sort(key=lambda i: (lengths[i], tie_breaks[i]))
+        order.sort(key=lambda i: sort_keys[i])
+        multiple = self.batch_size_multiple
         batches, batch, batch_max = [], [], 0
         for index in order:
             new_max = max(batch_max, lengths[index])
-            full = (len(batch) + 1) * new_max > self.max_tokens or (
-                self.max_sentences is not None and len(batch) >= self.max_sentences
-            )
-            if batch and full:
-                batches.append(batch)
-                batch, new_max = [], lengths[index]
+            while batch and (
+                (len(batch) + 1) * new_max > self.max_tokens
+                or (self.max_sentences is not None and len(batch) >= self.max_sentences)
+            ):
+                # The largest multiple of `multiple` sentences goes out, the rest starts the next batch; a
+                # batch smaller than `multiple` goes out whole (fairseq's rule). With `multiple` 1 all goes.
+                keep = max(multiple * (len(batch) // multiple), len(batch) % multiple)
+                batches.append(batch[:keep])
+                batch = batch[keep:]
+                batch_max = max((lengths[i] for i in batch), default=0)
+                new_max = max(batch_max, lengths[index])
             batch.append(index)
             batch_max = new_max
         if batch:
@@ -105,32 +121,61 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         return len(self.batches) // self.num_replicas
 
 
-def example_lengths(dataset) -> tuple[list[int], list[int]]:
-    """The batch sampler's sort keys for each tokenized example: its padded cost (the longer of its source and
-    its target), and its target's length (`TokenBudgetBatchSampler`'s `tie_breaks`)."""
+def example_sizes(dataset) -> tuple[list[int], list[int]]:
+    """The source and target length of each tokenized example (`input_ids`, `labels`)."""
     if hasattr(dataset, "column_names"):  # a `datasets.Dataset`: read two columns, not every row
         pairs = zip(dataset["input_ids"], dataset["labels"], strict=True)
     else:
         pairs = ((example["input_ids"], example["labels"]) for example in dataset)
     sizes = [(len(source), len(target)) for source, target in pairs]
-    return [max(size) for size in sizes], [target for _, target in sizes]
+    return [source for source, _ in sizes], [target for _, target in sizes]
+
+
+def example_lengths(dataset) -> tuple[list[int], list[int]]:
+    """The batch sampler's sort keys for each tokenized example: its padded cost (the longer of its source and
+    its target), and its target's length (`TokenBudgetBatchSampler`'s `tie_breaks`)."""
+    sources, targets = example_sizes(dataset)
+    return [max(pair) for pair in zip(sources, targets, strict=True)], targets
+
+
+def token_budget_sampler(
+    dataset, max_tokens: int, batch_order: str = "padded_length", batch_size_multiple: int = 1, **kwargs
+) -> TokenBudgetBatchSampler:
+    """The `TokenBudgetBatchSampler` of a tokenized dataset, its examples ordered by `batch_order` (see
+    `BATCH_ORDERS`); `kwargs` go to the sampler (`seed`, `num_replicas`, `rank`)."""
+    if batch_order not in BATCH_ORDERS:
+        raise ValueError(f"Unknown `batch_order` {batch_order!r}; expected one of {', '.join(BATCH_ORDERS)}.")
+    sources, targets = example_sizes(dataset)
+    lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
+    first = lengths if batch_order == "padded_length" else sources
+    return TokenBudgetBatchSampler(
+        lengths,
+        max_tokens=max_tokens,
+        sort_keys=list(zip(first, targets, strict=True)),
+        batch_size_multiple=batch_size_multiple,
+        **kwargs,
+    )
 
 
 class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
-    """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`TokenBudgetBatchSampler`)
-    instead of a fixed `per_device_train_batch_size`, and given `clock_decay`, decays the learning rate over
-    that time budget (`clock_linear_schedule`, its warmup ending by `max_warmup_fraction` of the budget at
-    the latest). Everything else is the stock Trainer."""
+    """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`token_budget_sampler`, with
+    `batch_order` and `batch_size_multiple`) instead of a fixed `per_device_train_batch_size`, and given
+    `clock_decay`, decays the learning rate over that time budget (`clock_linear_schedule`, its warmup ending
+    by `max_warmup_fraction` of the budget at the latest). Everything else is the stock Trainer."""
 
     def __init__(
         self,
         *args,
         max_tokens: int | None = None,
+        batch_order: str = "padded_length",
+        batch_size_multiple: int = 1,
         clock_decay: TimeBudget | None = None,
         max_warmup_fraction: float | None = None,
         **kwargs,
     ):
         self.max_tokens = max_tokens
+        self.batch_order = batch_order
+        self.batch_size_multiple = batch_size_multiple
         self.clock_decay = clock_decay
         self.max_warmup_fraction = max_warmup_fraction
         super().__init__(*args, **kwargs)
@@ -159,11 +204,11 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         if self.max_tokens is None:
             return super()._get_train_sampler(train_dataset)
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        lengths, target_lengths = example_lengths(dataset)
-        return TokenBudgetBatchSampler(
-            lengths,
-            max_tokens=self.max_tokens,
-            tie_breaks=target_lengths,
+        return token_budget_sampler(
+            dataset,
+            self.max_tokens,
+            self.batch_order,
+            self.batch_size_multiple,
             seed=self.args.seed,
             num_replicas=self.args.world_size,
             rank=self.args.process_index,

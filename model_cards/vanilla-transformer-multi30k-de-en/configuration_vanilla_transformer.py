@@ -13,6 +13,7 @@ from typing import Any, ClassVar
 from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
+INIT_METHODS = ("xavier", "fairseq")
 SINUSOID_LAYOUTS = ("interleaved", "halves")
 
 # Named presets: keyword overrides applied on top of the paper defaults.
@@ -99,6 +100,7 @@ _FIELD_CHECKS = {
     ),
     "position_embedding_type": _check_choice(POSITION_EMBEDDING_TYPES),
     "sinusoid_layout": _check_choice(SINUSOID_LAYOUTS),
+    "init_method": _check_choice(INIT_METHODS),
 }
 
 # What each alias of `VanillaTransformerConfig.attribute_map` sets, for error messages.
@@ -153,6 +155,13 @@ class VanillaTransformerConfig(PreTrainedConfig):
         layer_norm_eps: epsilon of every LayerNorm.
         init_std: standard deviation of embedding initialisation; `None` means d_model ** -0.5, so that
             scaled embeddings start with unit variance (as fairseq initialises this model).
+        init_method: how a fresh model's linear layers start (the paper does not say). `"xavier"`:
+            Xavier-uniform weights and zero biases everywhere. `"fairseq"`: as fairseq's `transformer`
+            initialises them: the query, key and value projections Xavier-uniform with gain 1/sqrt(2) and
+            biases uniform in +-1/sqrt(fan_in), the feed-forward layers at torch's `nn.Linear` default
+            (weights and biases uniform in +-1/sqrt(fan_in)), the rest as `"xavier"`. Its residual branches
+            start smaller, which lets the identity path of a post-LN model carry more early in training.
+            Only training from scratch reads it: loaded weights replace the initialisation.
 
     The generic transformers names are aliases (`attribute_map`), for reading and for building:
     `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
@@ -201,6 +210,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     label_smoothing: float = 0.1
     layer_norm_eps: float = 1e-5
     init_std: float | None = None
+    init_method: str = "xavier"
     use_cache: bool = True
     is_encoder_decoder: bool = True
     # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.

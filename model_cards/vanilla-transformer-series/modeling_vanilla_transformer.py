@@ -207,6 +207,8 @@ class VanillaTransformerAttention(nn.Module):
         self.k_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.v_proj = nn.Linear(self.embed_dim, self.embed_dim)
         self.out_proj = nn.Linear(self.embed_dim, self.embed_dim)
+        for projection in (self.q_proj, self.k_proj, self.v_proj):
+            projection.init_role = "qkv"  # read by `_init_weights` under `config.init_method="fairseq"`
 
     def forward(
         self,
@@ -276,6 +278,7 @@ class VanillaTransformerFeedForward(nn.Module):
         super().__init__()
         self.fc1 = nn.Linear(config.d_model, ffn_dim)
         self.fc2 = nn.Linear(ffn_dim, config.d_model)
+        self.fc1.init_role = self.fc2.init_role = "ffn"  # read by `_init_weights`, as in the attention
         self.activation_fn = ACT2FN[config.activation_function]
         self.activation_dropout = config.activation_dropout
 
@@ -444,10 +447,21 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """Xavier-uniform linear layers and N(0, d_model^-0.5) embeddings, as fairseq initialises this model
-        (the paper does not say); scaled by sqrt(d_model) (§3.4) the embeddings start at unit variance."""
+        """N(0, d_model^-0.5) embeddings, as fairseq initialises this model (the paper does not say): scaled
+        by sqrt(d_model) (§3.4) they start at unit variance. Linear layers follow `config.init_method`."""
         embed_std = self.config.init_std if self.config.init_std is not None else self.config.d_model**-0.5
-        if isinstance(module, nn.Linear):
+        # transformers initialises module by module and skips, for remote code, a module without parameters of
+        # its own (the attention, the feed-forward block): the linear layers fairseq's scheme treats apart are
+        # marked with a role where they are built.
+        role = getattr(module, "init_role", None) if self.config.init_method == "fairseq" else None
+        if isinstance(module, nn.Linear) and role is not None:
+            bound = module.in_features**-0.5  # torch's nn.Linear default bound, for fairseq's biases
+            if role == "qkv":
+                init.xavier_uniform_(module.weight, gain=2**-0.5)
+            else:  # "ffn": torch's nn.Linear default for the weight too
+                init.uniform_(module.weight, -bound, bound)
+            init.uniform_(module.bias, -bound, bound)
+        elif isinstance(module, nn.Linear):
             init.xavier_uniform_(module.weight)
             if module.bias is not None:
                 init.zeros_(module.bias)

@@ -1,0 +1,167 @@
+r"""Multi30k de→en recipes at equal updates, with seeds: each arm trained with every seed for the same number
+of updates, its last checkpoint scored on test_2016_flickr (beam 4, length penalty 0.6, sacreBLEU and chrF),
+and each arm's difference from the first arm (the baseline) set against the seeds' spread
+(`hf_vanilla_transformer.benchmarks.seed_comparison`). Validation loss is logged every `--eval_steps` updates
+and drawn for every run in one PNG.
+
+    python scripts/benchmarks/multi30k_seeds.py --arm baseline= \
+        "fairseq-init+batches=--config_overrides '{\"init_method\": \"fairseq\"}' \
+        --batch_order source_length --batch_size_multiple 8" \
+        --seeds 0 1 --max_steps 1000 --output_dir outputs/seeds-multi30k
+
+`--arm` takes every arm, each `name=options`: `scripts/train.py` options added to the recipe (split as a
+shell splits them; an empty `options` is the recipe as it is). Runs go `--parallel` at a time, each on its
+share of the cores; at equal updates a run's result does not depend on the machine's load, only its duration
+does (single-threaded runs are deterministic). A run whose `final/` folder exists is not trained again, and a
+scored run is not scored again, so an interrupted comparison continues where it stopped; a run folder
+without `final/` is refused (delete it to train it again). Needs the data and tokenizer steps of
+scripts/recipes/multi30k_de_en.sh first.
+"""
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from hf_vanilla_transformer.benchmarks.seed_comparison import (
+    compare_arms,
+    format_comparison,
+    plot_validation_curves,
+    validation_curve,
+)
+from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+
+REPORT = "eval-test-beam4-lp0.6.json"
+
+
+@dataclass
+class SeedArguments:
+    arm: list[str] = field(
+        metadata={
+            "help": "Every arm, each name=options; the first is the baseline (--arm baseline= 'x=--seed 3')."
+        }
+    )
+    seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "Seeds of every arm."})
+    max_steps: int = field(default=1000, metadata={"help": "Updates of every run."})
+    eval_steps: int = field(default=200, metadata={"help": "Validation loss every N updates."})
+    recipe: str = field(default="scripts/recipes/multi30k_de_en_paper.yaml", metadata={"help": "The recipe."})
+    parallel: int = field(default=2, metadata={"help": "Runs at a time (each on cores / parallel threads)."})
+    output_dir: str = field(
+        default="outputs/seeds-multi30k", metadata={"help": "One folder per run, and the report."}
+    )
+    dataset: str = field(default="outputs/data/multi30k-de-en", metadata={"help": "Tokenized by the recipe."})
+
+
+def parse_arms(items: list[str]) -> dict[str, list[str]]:
+    arms = {}
+    for item in items:
+        name, sep, options = item.partition("=")
+        if not sep or not name:
+            raise UsageError(
+                f"--arm {item!r}: give name=options, e.g. 'baseline=' or 'dropout3=--config_overrides ...'."
+            )
+        if name in arms:
+            raise UsageError(f"--arm {name!r} is given twice; arm names must differ.")
+        arms[name] = shlex.split(options)
+    return arms
+
+
+def run_logged(command: list[str], log_path: Path, env: dict) -> None:
+    with open(log_path, "w", encoding="utf-8") as log:
+        if subprocess.run(command, env=env, stdout=log, stderr=subprocess.STDOUT).returncode != 0:
+            raise RuntimeError(f"{shlex.join(command)} failed; its output is in {log_path}.")
+
+
+def train_and_score(args: SeedArguments, run_dir: Path, options: list[str], seed: int, threads: int) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if not (run_dir / "final").is_dir():
+        if run_dir.exists():
+            raise UsageError(
+                f"{run_dir} exists without final/: an interrupted run. Delete it to train it again."
+            )
+        command = [sys.executable, "scripts/train.py", args.recipe, "--max_steps", str(args.max_steps)]
+        # No clock (the run ends at max_steps), validation loss without generation, only the final weights.
+        command += [
+            "--max_train_minutes",
+            "100000",
+            "--eval_strategy",
+            "steps",
+            "--eval_steps",
+            str(args.eval_steps),
+        ]
+        command += [
+            "--predict_with_generate",
+            "false",
+            "--metric_for_best_model",
+            "loss",
+            "--save_strategy",
+            "no",
+        ]
+        command += ["--seed", str(seed), "--output_dir", str(run_dir), "--disable_tqdm", "true", *options]
+        run_dir.mkdir(parents=True)
+        run_logged(command, run_dir / "train.log", env)
+    if not (run_dir / "final" / REPORT).is_file():
+        command = [sys.executable, "scripts/evaluate_model.py", "--model", str(run_dir / "final")]
+        command += [
+            "--task",
+            "translation",
+            "--dataset",
+            args.dataset,
+            "--source_lang",
+            "de",
+            "--target_lang",
+            "en",
+        ]
+        command += ["--split", "test", "--batch_size", "50", "--show_examples", "0"]
+        run_logged(command, run_dir / "evaluate.log", env)
+
+
+def main() -> None:
+    (args,) = parse_arguments(SeedArguments, description=__doc__)
+    arms = parse_arms(args.arm)
+    output = Path(args.output_dir)
+    threads = max(1, (os.cpu_count() or 1) // args.parallel)
+    runs = [(arm, seed) for seed in args.seeds for arm in arms]  # seed-major: early runs compare the arms
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        futures = [
+            pool.submit(train_and_score, args, output / f"{arm}-seed{seed}", arms[arm], seed, threads)
+            for arm, seed in runs
+        ]
+        for future in futures:
+            future.result()
+
+    bleu, chrf, curves = {}, {}, {}
+    for arm in arms:
+        reports = [
+            json.loads((output / f"{arm}-seed{seed}" / "final" / REPORT).read_text()) for seed in args.seeds
+        ]
+        bleu[arm] = [report["metrics"]["bleu"] for report in reports]
+        chrf[arm] = [report["metrics"]["chrf"] for report in reports]
+        curves[arm] = [validation_curve(output / f"{arm}-seed{seed}") for seed in args.seeds]
+    baseline = next(iter(arms))
+    text = "\n\n".join(
+        [
+            f"{args.max_steps} updates, seeds {', '.join(map(str, args.seeds))}, last checkpoint, "
+            "test_2016_flickr, beam 4, length penalty 0.6",
+            format_comparison(compare_arms(bleu, baseline), "sacreBLEU"),
+            format_comparison(compare_arms(chrf, baseline), "chrF"),
+            "validation loss (first 500 pairs) by update:",
+            "\n".join(
+                f"- {arm}, seed {seed}: " + ", ".join(f"{step}: {value:.3f}" for step, value in curve)
+                for arm in arms
+                for seed, curve in zip(args.seeds, curves[arm], strict=True)
+            ),
+        ]
+    )
+    (output / "comparison.md").write_text(text + "\n", encoding="utf-8")
+    plot = plot_validation_curves(curves, output / "validation-loss.png")
+    print(text)
+    print(f"\nwritten: {output / 'comparison.md'}, {plot}")
+
+
+if __name__ == "__main__":
+    run_script(main)

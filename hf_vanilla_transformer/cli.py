@@ -89,8 +89,13 @@ def make_parser(*dataclass_types, description: str | None = None, usage: str | N
     the script's docstring."""
     from transformers import HfArgumentParser
 
+    # No abbreviations: a typo that happens to be a prefix (--num_beam) would silently set another option.
     return HfArgumentParser(
-        dataclass_types, description=description, usage=usage, formatter_class=HelpFormatter
+        dataclass_types,
+        description=description,
+        usage=usage,
+        formatter_class=HelpFormatter,
+        allow_abbrev=False,
     )
 
 
@@ -106,12 +111,7 @@ def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
     first, so that a misspelt required option is not reported as missing."""
     args = sys.argv[1:] if args is None else list(args)
     known = [option for action in parser._actions for option in action.option_strings]
-    unknown = [
-        item
-        for item in args
-        if item.startswith("--")
-        and not any(option.startswith(item.split("=", 1)[0]) for option in known)  # abbreviations too
-    ]
+    unknown = [item for item in args if item.startswith("--") and item.split("=", 1)[0] not in known]
     if not unknown:
         *parsed, unknown = parser.parse_args_into_dataclasses(
             args=args, look_for_args_file=False, return_remaining_strings=True

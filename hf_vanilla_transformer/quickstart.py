@@ -13,6 +13,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .configuration_vanilla_transformer import PRESETS
 from .evaluation.generation import (
     EvaluationArguments,
     evaluate_model,
@@ -70,6 +71,21 @@ class QuickstartArguments:
     train_minutes: float = field(default=6.0, metadata={"help": "Wall-clock training budget, in minutes."})
     max_tokens: int = field(default=3000, metadata={"help": "Token budget per batch."})
     seed: int = field(default=0, metadata={"help": "Seed of data generation and training."})
+
+    def __post_init__(self):
+        # Checked as the options are read, before minutes of data generation.
+        for name in ("num_examples", "max_terms", "test_size", "vocab_size", "max_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}.")
+        if not self.train_minutes > 0:
+            raise ValueError(f"--train_minutes must be positive, got {self.train_minutes}.")
+        if self.num_examples <= self.test_size + 100:
+            raise ValueError(
+                f"--num_examples ({self.num_examples}) must exceed --test_size ({self.test_size}) plus the "
+                "100 validation examples, leaving some to train on."
+            )
+        if self.preset not in PRESETS:
+            raise ValueError(f"Unknown --preset {self.preset!r}; available presets: {', '.join(PRESETS)}.")
 
 
 def _say(message: str) -> None:

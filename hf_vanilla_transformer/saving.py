@@ -3,6 +3,7 @@ instead of a Hub error about repository names), write a self-contained one (what
 `pipeline()` and Hub users need), and bring the code files of an existing folder or Hub repository up to
 date."""
 
+import difflib
 import filecmp
 import json
 import shutil
@@ -30,9 +31,27 @@ CODE_FILES = {
 
 def is_local_path(name_or_path: str | Path) -> bool:
     """Whether a name can only mean a local path, not a Hub repository id (`name` or `owner/name`): it
-    exists as a file, starts with `.`, `/` or `~`, or has more than one `/`."""
+    exists, starts with `.`, `/` or `~`, has more than one `/`, or its first component is a folder here (a
+    mistyped `model_cards/<name>` is a missing folder, not a Hub repository)."""
     name = str(name_or_path)
-    return Path(name).exists() or name.startswith((".", "/", "~")) or name.count("/") > 1
+    first = Path(name).parts[0] if Path(name).parts else ""
+    return (
+        Path(name).exists()
+        or name.startswith((".", "/", "~"))
+        or name.count("/") > 1
+        or ("/" in name and Path(first).is_dir())
+    )
+
+
+def nearest_sibling(path: str | Path) -> Path | None:
+    """The existing entry beside a missing `path` whose name is closest to its name, if any is close."""
+    path = Path(path).expanduser()
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return None
+    names = [entry.name for entry in parent.iterdir()]
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.7)
+    return parent / close[0] if close else None
 
 
 def check_folder_location(name_or_path: str | Path, what: str, needs: str, made_by: str) -> None:
@@ -45,7 +64,9 @@ def check_folder_location(name_or_path: str | Path, what: str, needs: str, made_
             raise FileNotFoundError(f"{path} is a folder without {needs}, so not a saved {what}. {made_by}")
         return
     if is_local_path(name_or_path):
-        raise FileNotFoundError(f"No {what} at {name_or_path}. {made_by}")
+        sibling = nearest_sibling(name_or_path)
+        hint = f" Did you mean {sibling}?" if sibling is not None else f" {made_by}"
+        raise FileNotFoundError(f"No {what} at {name_or_path}.{hint}")
 
 
 MODEL_MADE_BY = (

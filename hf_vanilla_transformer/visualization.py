@@ -41,6 +41,9 @@ def cross_attention(
     return weights, source_tokens, target_tokens
 
 
+MAX_PANEL_INCHES = 12.0  # a side of one head's map: 8 heads at 110 dpi make at most 5,280 x 2,640 pixels
+
+
 def plot_cross_attention(
     weights: torch.Tensor,
     source_tokens,
@@ -61,9 +64,13 @@ def plot_cross_attention(
     heads = weights.shape[0]
     cols = min(4, heads)
     rows = math.ceil(heads / cols)
+    # A cell per token up to MAX_PANEL_INCHES a side; longer texts get smaller cells and every n-th label,
+    # so that a long input still makes an image of bounded size.
     cell = 0.28
-    width = max(3.0, cell * len(source_tokens) + 1.5)
-    height = max(2.5, cell * len(target_tokens) + 1.2)
+    width = min(MAX_PANEL_INCHES, max(3.0, cell * len(source_tokens) + 1.5))
+    height = min(MAX_PANEL_INCHES, max(2.5, cell * len(target_tokens) + 1.2))
+    source_every = max(1, math.ceil(len(source_tokens) * cell / (width - 1.5)))
+    target_every = max(1, math.ceil(len(target_tokens) * cell / (height - 1.2)))
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     for head in range(rows * cols):
         ax = axes[head // cols][head % cols]
@@ -71,12 +78,15 @@ def plot_cross_attention(
             ax.axis("off")
             continue
         ax.imshow(weights[head].numpy(), cmap="viridis", vmin=0.0, vmax=1.0, aspect="auto")
-        ax.set_xticks(range(len(source_tokens)), source_tokens, rotation=90, fontsize=7)
-        ax.set_yticks(range(len(target_tokens)), target_tokens, fontsize=7)
+        ax.set_xticks(
+            range(0, len(source_tokens), source_every), source_tokens[::source_every], rotation=90, fontsize=7
+        )
+        ax.set_yticks(range(0, len(target_tokens), target_every), target_tokens[::target_every], fontsize=7)
         ax.set_title(head_titles[head] if head_titles else f"head {head}", fontsize=9)
     if title:
         fig.suptitle(title, fontsize=10)
-    fig.tight_layout()
+    # tight_layout leaves no room for the suptitle by itself: keep the top 0.4 inch for it.
+    fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (height * rows)) if title else None)
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)

@@ -9,9 +9,10 @@ source and target tokens.
 """
 
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import hf_vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
 from hf_vanilla_transformer.saving import load_model_folder
 from hf_vanilla_transformer.visualization import cross_attention, plot_cross_attention
 
@@ -24,11 +25,21 @@ class PlotArguments:
         default=None, metadata={"help": "Target text; default: the model's greedy output."}
     )
     layer: int = field(default=-1, metadata={"help": "Decoder layer (negative counts from the top)."})
-    output_file: str = field(default="attention.png", metadata={"help": "PNG file to write."})
+    output_file: str = field(
+        default="attention.png", metadata={"help": "PNG file to write (its folder is made if missing)."}
+    )
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing output_file."})
 
 
 def main() -> None:
     (args,) = parse_arguments(PlotArguments, description=__doc__)
+    if not args.text.strip():
+        raise UsageError("--text is empty: give the source text whose attention to draw.")
+    if Path(args.output_file).exists() and not args.overwrite:
+        raise UsageError(
+            f"{args.output_file} exists: pass --overwrite to replace it, or another --output_file."
+        )
+    Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
     model, tokenizer = load_model_folder(args.model)
     weights, source_tokens, target_tokens = cross_attention(
         model, tokenizer, args.text, args.target, args.layer

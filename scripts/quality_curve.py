@@ -62,6 +62,9 @@ class CurveArguments:
         default=None,
         metadata={"help": "Where curve.json and curve.png go; default: <run_dir>/curve (one run only)."},
     )
+    overwrite: bool = field(
+        default=False, metadata={"help": "Replace the curve and its reports left by an earlier run of this."}
+    )
 
 
 def main() -> None:
@@ -76,19 +79,27 @@ def main() -> None:
     for other in others:
         if other["metric"] != metric:
             raise UsageError(f"--compare {other['label']} plots {other['metric']}, this curve {metric}.")
+    output_dir = Path(args.output_dir or Path(args.run_dir[0]) / "curve")
+    if (output_dir / "curve.json").exists() and not args.overwrite:
+        raise UsageError(
+            f"{output_dir / 'curve.json'} exists: pass --overwrite to replace it, or --output_dir to write "
+            "elsewhere."
+        )
     eval_args = EvaluationArguments(
         model=args.run_dir[0],
         split=args.split,
         batch_size=args.batch_size,
         num_beams=args.num_beams,
         max_examples=args.max_examples,
+        overwrite=args.overwrite,
     )
     if several:
-        points = budget_curve(args.run_dir, eval_args, data_args, last=args.last)
+        points = budget_curve(args.run_dir, eval_args, data_args, output_dir, last=args.last)
     else:
-        points = quality_curve(args.run_dir[0], eval_args, data_args, last=args.last, every=args.every)
+        points = quality_curve(
+            args.run_dir[0], eval_args, data_args, last=args.last, every=args.every, report_dir=output_dir
+        )
     label = args.label or Path(args.run_dir[0]).name
-    output_dir = Path(args.output_dir or Path(args.run_dir[0]) / "curve")
     output_dir.mkdir(parents=True, exist_ok=True)
     curve = {"label": label, "metric": metric, "split": args.split, "points": points}
     (output_dir / "curve.json").write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")

@@ -66,6 +66,9 @@ def test_an_unknown_option_gets_the_closest_real_one(tmp_path):
     # a script without a recipe file too
     result = _run("plot_attention.py", "--modl", "x", "--text", "y", cwd=tmp_path)
     _assert_user_error(result, "--modl (did you mean --model?)")
+    # a prefix of a real option is no abbreviation of it: argparse would have taken --num_beam as --num_beams
+    result = _run("evaluate_model.py", "--model", "x", "--num_beam", "1", cwd=tmp_path)
+    _assert_user_error(result, "--num_beam (did you mean --num_beams?)")
 
 
 def test_an_old_spelling_of_an_option_gets_its_new_name(tmp_path):
@@ -162,3 +165,23 @@ def test_user_errors_and_bugs_are_told_apart():
         run_script(bug)
     with pytest.raises(ValueError):
         run_script(deep_value_error)
+
+
+def test_plot_attention_makes_a_missing_folder_and_replaces_nothing_unasked(tmp_path, model_dir):
+    png = tmp_path / "new" / "folder" / "attention.png"
+    plot = ["plot_attention.py", "--model", str(model_dir), "--text", "ein hund", "--output_file", str(png)]
+    result = _run(*plot, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert png.read_bytes().startswith(b"\x89PNG")
+    png.write_bytes(b"mine")
+    again = _run(*plot, cwd=tmp_path)
+    assert again.returncode == 2 and again.stderr.strip().splitlines() == [
+        f"error: {png} exists: pass --overwrite to replace it, or another --output_file."
+    ]
+    assert png.read_bytes() == b"mine"
+    replaced = _run(*plot, "--overwrite", cwd=tmp_path)
+    assert replaced.returncode == 0 and png.read_bytes().startswith(b"\x89PNG")
+    empty = _run("plot_attention.py", "--model", str(model_dir), "--text", "  ", cwd=tmp_path)
+    assert empty.returncode == 2 and empty.stderr.strip().splitlines() == [
+        "error: --text is empty: give the source text whose attention to draw."
+    ]

@@ -108,10 +108,11 @@ def test_int8_export_stays_close(tmp_path, word_tokenizer):
 def test_export_errors_are_clear(tmp_path, word_tokenizer):
     _saved_model(tmp_path / "model", word_tokenizer)
     convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
-    with pytest.raises(RuntimeError, match="already exists"):
+    with pytest.raises(FileExistsError, match="ct2 exists: pass --force to replace it"):
         convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
-    with pytest.raises(ValueError, match="not a valid quantization"):
+    with pytest.raises(ValueError, match=r"Unknown quantization 'int3'; CTranslate2 accepts .*int8"):
         convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2-bad", quantization="int3")
+    assert not (tmp_path / "ct2-bad").exists()
     assert (tmp_path / "ct2" / "model.bin").is_file()  # a failed conversion did not touch the earlier export
 
     mismatched = tmp_path / "mismatched"
@@ -156,3 +157,34 @@ def test_export_script_converts_and_translates(tmp_path, word_tokenizer):
     )
     assert result.returncode == 0, result.stderr
     assert "ein hund\n  -> " in result.stdout and (tmp_path / "ct2" / "model.bin").is_file()
+
+
+def test_ctranslate2_class_is_importable_from_interop_which_imports_ctranslate2_only_when_asked():
+    code = """
+import sys
+import hf_vanilla_transformer.interop as interop
+assert "ctranslate2" not in sys.modules, "importing interop imported ctranslate2"
+from hf_vanilla_transformer.interop import CTranslate2Seq2Seq
+from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2Seq as same
+assert CTranslate2Seq2Seq is same and "ctranslate2" in sys.modules
+"""
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--force", "--quantization", "int3"], "error: Unknown quantization 'int3'; CTranslate2 accepts "),
+        ([], "exists: pass --force to replace it, or choose another --output_dir."),
+    ],
+)
+def test_export_script_mistakes_end_in_one_line(tmp_path, word_tokenizer, options, message):
+    _saved_model(tmp_path / "model", word_tokenizer)
+    (tmp_path / "ct2").mkdir()
+    result = run_script_file(
+        "export_ctranslate2.py", "--model", str(tmp_path / "model"), "--output_dir", str(tmp_path / "ct2"),
+        *options, cwd=tmp_path,
+    )  # fmt: skip
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr

@@ -117,11 +117,16 @@ def test_translation_tab_decodes_with_each_setting(served):
     "endpoint, text, message",
     [
         ("/generate_1", "   ", "The input is empty"),
-        ("/generate_1", "log(x)", "Not an expression of the series grammar: .*unknown name 'log'"),
+        ("/generate_1", "log(x)", "Not an expression the model was trained on: .*unknown name 'log'"),
         ("/generate_1", "sin(a*x", "unbalanced parentheses"),
+        (
+            "/generate_1",
+            "sin(x)*exp(x)",
+            r"'sin\(x\)' is outside the model's grammar: exp, sin, .* of k\*s\*x",
+        ),
         ("/generate_0", "Hund " * 200, r"is \d+ tokens long; this model takes at most 64"),
     ],
-    ids=["empty", "unknown-function", "unbalanced", "too-long"],
+    ids=["empty", "unknown-function", "unbalanced", "outside-the-grammar", "too-long"],
 )
 def test_bad_input_gets_a_message_not_a_stack_trace(served, endpoint, text, message):
     from gradio_client.exceptions import AppError
@@ -162,6 +167,34 @@ def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
     assert [spec.task for spec in demo.resolve_model_specs(None, tmp_path)] == ["translation", "series"]
     result = run_script_file("demo.py", "--model", tmp_path / "missing", cwd=tmp_path, timeout=300)
     assert result.returncode != 0 and "missing" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_a_port_in_use_is_refused_in_one_line_naming_our_option(tmp_path):
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        result = run_script_file("demo.py", "--port", str(port), cwd=tmp_path, timeout=300)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert lines[0].startswith(f"error: Port {port} is in use") and lines[0].endswith(
+        "pass a free one with --port."
+    )
+
+
+def test_long_attention_maps_are_drawn_at_a_bounded_size(tmp_path):
+    """A long input within the demo's limits must not make an image PIL refuses to open (a decompression
+    bomb): maps shrink their cells and label every n-th token."""
+    weights = torch.rand(8, 256, 800)
+    path = demo.plot_cross_attention(
+        weights,
+        [f"s{i}" for i in range(800)],
+        [f"t{i}" for i in range(256)],
+        tmp_path / "a.png",
+        title="long",
+    )
+    width, height = Image.open(path).size
+    assert width * height <= 20_000_000
 
 
 @pytest.mark.slow

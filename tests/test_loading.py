@@ -286,6 +286,26 @@ def test_registered_pipeline_text_in_text_out(tiny_model, word_tokenizer):
     assert len(several) == 3
 
 
+def test_a_saved_folder_loads_with_the_installed_package_as_the_readme_says(
+    tmp_path, tiny_model, word_tokenizer
+):
+    """With the package imported, `from_pretrained` needs no `trust_remote_code`; the folder's own pipeline
+    code runs only when trusted, and the installed pipeline class is the way around that."""
+    from hf_vanilla_transformer import Seq2SeqGenerationPipeline
+
+    folder = save_model_folder(tiny_model, word_tokenizer, tmp_path / "model")
+    assert isinstance(
+        AutoModelForSeq2SeqLM.from_pretrained(folder), VanillaTransformerForConditionalGeneration
+    )
+    with pytest.raises(ValueError, match="trust_remote_code=True"):
+        pipeline(PIPELINE_TASK, model=str(folder))
+    pipe = pipeline(PIPELINE_TASK, model=str(folder), pipeline_class=Seq2SeqGenerationPipeline)
+    assert isinstance(pipe, Seq2SeqGenerationPipeline)
+    assert pipe("ein hund", num_beams=1, max_new_tokens=4) == pipeline(
+        PIPELINE_TASK, model=tiny_model, tokenizer=word_tokenizer
+    )("ein hund", num_beams=1, max_new_tokens=4)
+
+
 def test_pipeline_rejects_non_text(tiny_model, word_tokenizer):
     pipe = pipeline(PIPELINE_TASK, model=tiny_model, tokenizer=word_tokenizer)
     with pytest.raises(TypeError, match="string"):

@@ -5,7 +5,11 @@ import json
 import logging
 import re
 
+import pytest
+
 from hf_vanilla_transformer.quickstart import QuickstartArguments, run_quickstart
+
+from .processes import run_script_file
 
 
 def test_quickstart_runs_end_to_end_without_a_transformers_warning(tmp_path, capsys, caplog):
@@ -34,3 +38,15 @@ def test_quickstart_runs_end_to_end_without_a_transformers_warning(tmp_path, cap
     assert metrics["n"] == 20 and 0.0 <= metrics["exact_match"] <= 1.0
     report = json.loads(next((tmp_path / "run" / "final").glob("eval-test-*.json")).read_text())
     assert report["metrics"]["exact_match"] == metrics["exact_match"]
+
+
+def test_quickstart_refuses_impossible_options_before_any_work(tmp_path):
+    result = run_script_file("quickstart.py", "--train_minutes", "-1", "--output_dir", str(tmp_path / "q"),
+                             cwd=tmp_path)  # fmt: skip
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == ["error: --train_minutes must be positive, got -1.0."]
+    assert not (tmp_path / "q").exists()
+    with pytest.raises(ValueError, match=r"--num_examples \(300\) must exceed --test_size \(300\)"):
+        QuickstartArguments(num_examples=300)
+    with pytest.raises(ValueError, match="Unknown --preset 'tiny'"):
+        QuickstartArguments(preset="tiny")

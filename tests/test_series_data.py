@@ -4,6 +4,7 @@ Correctness is checked against independent computations, not assumed: sympy's ow
 small sample, and a high-precision numeric check of the truncation error on a larger one.
 """
 
+import itertools
 import math
 import os
 import random
@@ -25,7 +26,14 @@ from hf_vanilla_transformer.series.expansion import (
     expression_to_series,
     taylor_series,
 )
-from hf_vanilla_transformer.series.grammar import FUNCTIONS, SeriesParseError, parse_expression, parse_series
+from hf_vanilla_transformer.series.grammar import (
+    FUNCTIONS,
+    SYMBOL_NAMES,
+    SeriesParseError,
+    check_model_input,
+    parse_expression,
+    parse_series,
+)
 from hf_vanilla_transformer.series.renamings import (
     order_preserving_renamings,
     symbol_renaming_shape,
@@ -464,3 +472,33 @@ def test_the_sampler_can_be_narrowed_to_fewer_terms_and_symbols(tmp_path):
         generate_series_dataset(tmp_path / "bad", 10, symbols=["a", "e"])
     with pytest.raises(ValueError, match="max_terms=0"):
         generate_series_dataset(tmp_path / "bad", 10, max_terms=0)
+
+
+def test_a_long_input_is_refused_with_a_short_excerpt_of_it():
+    text = "sin(a*x) + " * 400 + "foo(x)"
+    with pytest.raises(SeriesParseError) as error:
+        parse_expression(text)
+    message = str(error.value)
+    assert "unknown name 'foo'" in message and f"({len(text)} characters)" in message
+    assert len(message) < 300
+    with pytest.raises(SeriesParseError, match=r"^expression 'cosh\(z\)': unknown name 'z'"):
+        parse_expression("cosh(z)")  # a short text is quoted whole
+
+
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("sin(x)*exp(x)", r"'sin\(x\)' is outside the model's grammar"),
+        ("sin(a*x) + b*x", "a name outside a function's argument"),
+        ("sin(a*b*x)", r"'sin\(a\*b\*x\)' is outside"),
+        ("log(a*x)", r"unknown name 'log'.* The model's grammar: exp, sin"),
+    ],
+)
+def test_model_input_outside_the_generators_grammar_is_refused_naming_the_grammar(text, message):
+    with pytest.raises(SeriesParseError, match=message):
+        check_model_input(text)
+
+
+def test_every_generated_expression_is_model_input():
+    for candidate in itertools.islice(iter_candidates(seed=5, max_terms=4, symbols=SYMBOL_NAMES), 300):
+        check_model_input(candidate)

@@ -179,3 +179,13 @@ def test_shipped_folder_carries_the_current_model_code(folder):
         f"{folder.name}'s {', '.join(outdated)} differ from the package's: run "
         f"`python scripts/update_model_code.py --model model_cards/{folder.name}`"
     )
+
+
+@pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
+def test_reports_record_the_data_of_their_task_and_no_other_tokenizer(folder):
+    """Evaluation decodes with the model folder's own tokenizer: a report names no other one, and the data it
+    records is of the folder's task."""
+    task = "series" if "series" in folder.name else "translation"
+    for path in folder.glob("eval-*.json"):
+        data = json.loads(path.read_text(encoding="utf-8"))["data"]
+        assert "tokenizer" not in data and data["task"] == task, path.name

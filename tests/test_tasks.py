@@ -7,8 +7,9 @@ from pathlib import Path
 import pytest
 from datasets import Dataset, DatasetDict
 
-from hf_vanilla_transformer.data.translation import load_parallel_text
+from hf_vanilla_transformer.data.translation import load_parallel_text, load_translation_dataset
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
+from hf_vanilla_transformer.saving import check_model_location, is_local_path
 from hf_vanilla_transformer.series.sampling import iter_candidates
 from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
 from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
@@ -159,3 +160,26 @@ def test_evaluate_script_names_the_missing_folder(tmp_path):
     result = run_script_file("evaluate_model.py", "--model", "/nonexistent", "--task", "series", cwd=tmp_path)
     assert result.returncode == 2
     assert "No model folder at /nonexistent" in result.stderr and "Repo id" not in result.stderr
+
+
+def test_a_mistyped_folder_under_an_existing_one_is_local_with_the_nearest_name(tmp_path, monkeypatch):
+    """`model_cards/vanilla-transformer-seris` has one slash, like a Hub id, but its first component is a
+    folder here: it is a missing local folder, answered at once with the nearest existing name."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model_cards" / "vanilla-transformer-series").mkdir(parents=True)
+    (tmp_path / "data" / "multi30k-de-en").mkdir(parents=True)
+    assert is_local_path("model_cards/vanilla-transformer-seris") and not is_local_path("someone/model")
+    with pytest.raises(FileNotFoundError) as error:
+        check_model_location("model_cards/vanilla-transformer-seris")
+    assert str(error.value) == (
+        "No model folder at model_cards/vanilla-transformer-seris. Did you mean "
+        "model_cards/vanilla-transformer-series?"
+    )
+    with pytest.raises(
+        FileNotFoundError, match=r"No model folder at model_cards/other\. Pass a folder written"
+    ):
+        check_model_location("model_cards/other")
+    with pytest.raises(
+        FileNotFoundError, match=r"'data/multi30k-de' is not a dataset folder\. Did you mean "
+    ):
+        load_translation_dataset("data/multi30k-de", languages=("de", "en"))

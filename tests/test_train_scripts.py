@@ -371,3 +371,31 @@ def test_training_profile_refuses_step_counts_it_cannot_time():
         ProfileArguments(profile_warmup_steps=0)
     with pytest.raises(ValueError, match=r"--profiler_steps at least 0; got 3, 20, -1"):
         ProfileArguments(profiler_steps=-1)
+
+
+def test_evaluating_a_shipped_folder_writes_nothing_into_it_and_overwrites_nothing(
+    translation_data, tmp_path
+):
+    """A Hub-ready folder (its card beside the weights) keeps its files: the report goes to outputs/eval/, a
+    report of the first N examples has a name of its own, and a report is replaced only when asked."""
+    shipped = ROOT / "model_cards" / "vanilla-transformer-multi30k-de-en"
+    folder = tmp_path / shipped.name
+    shutil.copytree(shipped, folder)
+    before = {path.name: path.read_bytes() for path in folder.iterdir()}
+    options = ["--model", str(folder), "--task", "translation", "--dataset", str(translation_data / "data"),
+               "--split", "test", "--max_examples", "3", "--num_beams", "1",
+               "--max_new_tokens", "5"]  # fmt: skip
+    script = ROOT / "scripts" / "evaluate_model.py"
+    _run([sys.executable, script, *options], cwd=tmp_path)
+    assert {path.name: path.read_bytes() for path in folder.iterdir()} == before
+    report = tmp_path / "outputs" / "eval" / folder.name / "eval-test-first3-greedy.json"
+    assert json.loads(report.read_text())["num_examples"] == 3
+    report.write_text("kept")
+    again = run_script_file(script, *options, cwd=tmp_path)
+    assert again.returncode == 2 and again.stderr.strip().splitlines() == [
+        f"error: {report.relative_to(tmp_path)} exists: pass --overwrite to replace it, or --output_file to "
+        "write elsewhere."
+    ]
+    assert report.read_text() == "kept"
+    _run([sys.executable, script, *options, "--overwrite"], cwd=tmp_path)
+    assert json.loads(report.read_text())["num_examples"] == 3

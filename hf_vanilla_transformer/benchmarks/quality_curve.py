@@ -46,30 +46,47 @@ def quality_curve(
     data_args: DatasetArguments,
     last: int = 5,
     every: int = 1,
+    report_dir: str | Path | None = None,
 ) -> list[dict]:
     """For every `every`-th checkpoint of `run_dir` (the last one always), the average of the last `last`
     checkpoints up to it, scored by `evaluate_model` with `eval_args` (its `model` is ignored). Each point is
-    `{"step", "minutes", "checkpoints", "metrics"}`; reports are written into the run's `curve/` folder."""
+    `{"step", "minutes", "checkpoints", "metrics"}`; reports are written into `report_dir` (default: the run's
+    `curve/` folder)."""
     if every < 1:
         raise ValueError(f"`every` ({every}) must be at least 1.")
     checkpoints = checkpoints_with_minutes(run_dir)
     chosen = [i for i in range(len(checkpoints)) if (len(checkpoints) - 1 - i) % every == 0]
-    return [_score(run_dir, checkpoints, index, eval_args, data_args, last) for index in chosen]
+    report_dir = Path(report_dir) if report_dir is not None else Path(run_dir) / "curve"
+    return [_score(checkpoints, index, eval_args, data_args, last, report_dir) for index in chosen]
 
 
 def budget_curve(
-    run_dirs: list[str | Path], eval_args: EvaluationArguments, data_args: DatasetArguments, last: int = 1
+    run_dirs: list[str | Path],
+    eval_args: EvaluationArguments,
+    data_args: DatasetArguments,
+    report_dir: str | Path,
+    last: int = 1,
 ) -> list[dict]:
     """One point per run, at its end (the average of its last `last` checkpoints), in order of minutes: the
-    curve of a schedule that depends on the budget, one run per budget. Points as in `quality_curve`."""
+    curve of a schedule that depends on the budget, one run per budget. Points as in `quality_curve`; each
+    run's report goes to `report_dir/<run folder name>/`."""
     points = []
     for run_dir in run_dirs:
         checkpoints = checkpoints_with_minutes(run_dir)
-        points.append(_score(run_dir, checkpoints, len(checkpoints) - 1, eval_args, data_args, last))
+        points.append(
+            _score(
+                checkpoints,
+                len(checkpoints) - 1,
+                eval_args,
+                data_args,
+                last,
+                Path(report_dir) / Path(run_dir).name,
+            )
+        )
     return sorted(points, key=lambda point: point["minutes"])
 
 
-def _score(run_dir, checkpoints, index, eval_args, data_args, last) -> dict:
+def _score(checkpoints, index, eval_args, data_args, last, report_dir: Path) -> dict:
     """The point of `checkpoints[index]`: the average of the `last` checkpoints up to it, scored."""
     if last < 1:
         raise ValueError(f"`last` ({last}) must be at least 1.")
@@ -79,7 +96,7 @@ def _score(run_dir, checkpoints, index, eval_args, data_args, last) -> dict:
         averaged = average_checkpoints(window, Path(folder) / "averaged")
         args = EvaluationArguments(
             **{**vars(eval_args), "model": str(averaged), "show_examples": 0,
-               "output_file": str(Path(run_dir) / "curve" / f"eval-{eval_args.split}-step{step}.json")}
+               "output_file": str(report_dir / f"eval-{eval_args.split}-step{step}.json")}
         )  # fmt: skip
         report = evaluate_model(args, data_args)
     return {

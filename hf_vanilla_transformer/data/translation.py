@@ -29,7 +29,7 @@ import datasets
 from datasets import Dataset, DatasetDict, Features, Translation
 from transformers import PreTrainedTokenizerBase
 
-from ..saving import is_local_path
+from ..saving import is_local_path, nearest_sibling
 from .preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
 
 logger = logging.getLogger(__name__)
@@ -218,11 +218,15 @@ def load_translation_dataset(
     else:
         name = str(name_or_path)
         if is_local_path(name):  # fail here rather than with a confusing error from the Hub
-            raise FileNotFoundError(
-                f"'{name}' is not a dataset folder. Pass a folder written by `save_to_disk`, a folder of "
-                "parquet or JSON Lines files, a folder of line-aligned text files, or a Hub dataset id such "
-                "as 'wmt14' or 'bentrevett/multi30k'."
+            sibling = nearest_sibling(name)
+            hint = (
+                f"Did you mean {sibling}?"
+                if sibling is not None
+                else "Pass a folder written by `save_to_disk`, a folder of parquet or JSON Lines files, a "
+                "folder of line-aligned text files, or a Hub dataset id such as 'wmt14' or "
+                "'bentrevett/multi30k'."
             )
+            raise FileNotFoundError(f"'{name}' is not a dataset folder. {hint}")
         loaded = datasets.load_dataset(name, config_name, **load_kwargs)
     return to_translation_schema(loaded, languages, source=str(name_or_path))
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
+from transformers import GenerationConfig
 
-from ..saving import load_model_folder
+from ..saving import check_model_location, load_model_folder
 from ..tasks import DatasetArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
@@ -43,8 +44,13 @@ class EvaluationArguments:
         default=None, metadata={"help": "Evaluate on the first N examples only."}
     )
     output_file: str | None = field(
-        default=None, metadata={"help": "Default: <model>/eval-<split>-<decoding>.json"}
+        default=None,
+        metadata={
+            "help": "Default: <model>/eval-<split>[-first<N>]-<decoding>.json; for a Hub name or a Hub-ready "
+            "folder (one with its model card, README.md), outputs/eval/<model name>/ instead."
+        },
     )
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing report of the same name."})
     show_examples: int = field(
         default=5, metadata={"help": "How many predictions to print next to references."}
     )
@@ -72,6 +78,28 @@ def default_max_new_tokens(task: Task, generation_config, source_tokens: int) ->
 def _decoding_name(generation: dict) -> str:
     beams = generation.get("num_beams", 1)
     return "greedy" if beams == 1 else f"beam{beams}-lp{generation.get('length_penalty', 1.0)}"
+
+
+def report_path(eval_args: EvaluationArguments, generation: dict, subset_size: int | None) -> Path:
+    """Where the report goes: `--output_file`, else `eval-<split>[-first<N>]-<decoding>.json` in the model
+    folder. A report of the first N examples never takes the name of the whole split's. A Hub-ready folder
+    (its card, README.md, beside the weights) is what gets uploaded, and its reports are the ones its card
+    quotes: its report goes to `outputs/eval/<folder name>/`, as a Hub name's does."""
+    if eval_args.output_file:
+        return Path(eval_args.output_file)
+    subset = f"-first{subset_size}" if subset_size is not None else ""
+    name = f"eval-{eval_args.split}{subset}-{_decoding_name(generation)}.json"
+    folder = Path(eval_args.model).expanduser()
+    if not folder.is_dir() or (folder / "README.md").is_file():
+        folder = Path("outputs") / "eval" / folder.name
+    return folder / name
+
+
+def check_report_path(path: Path, overwrite: bool) -> None:
+    if path.exists() and not overwrite:
+        raise FileExistsError(
+            f"{path} exists: pass --overwrite to replace it, or --output_file to write elsewhere."
+        )
 
 
 def generation_settings(eval_args: EvaluationArguments, task: Task, generation_config) -> dict:
@@ -117,16 +145,30 @@ def generate_texts(model, tokenizer, sources: list[str], batch_size: int, genera
 def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) -> dict:
     """Generate for `eval_args.split` and score it; write and return the report."""
     task = data_args.task_spec
-    model, tokenizer = load_model_folder(eval_args.model)
+    check_model_location(eval_args.model)
     raw = data_args.load_raw()
     if eval_args.split not in raw:
         raise ValueError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")
     split = raw[eval_args.split]
-    if eval_args.max_examples is not None:
-        split = split.select(range(min(eval_args.max_examples, split.num_rows)))
+    subset_size = None
+    if eval_args.max_examples is not None and eval_args.max_examples < split.num_rows:
+        subset_size = eval_args.max_examples
+        split = split.select(range(subset_size))
     sources, references = load_split_texts(data_args, split)
 
+    # The report's name depends on the decoding: read the saved generation config first, so that a report
+    # that must not be replaced stops the run before the model is loaded.
+    try:
+        generation_config = GenerationConfig.from_pretrained(eval_args.model)
+    except OSError:  # saved without one: the model's own, derived from its config
+        generation_config = None
+    if generation_config is not None:
+        generation = generation_settings(eval_args, task, generation_config)
+        check_report_path(report_path(eval_args, generation, subset_size), eval_args.overwrite)
+    model, tokenizer = load_model_folder(eval_args.model)
     generation = generation_settings(eval_args, task, model.generation_config)
+    output_file = report_path(eval_args, generation, subset_size)
+    check_report_path(output_file, eval_args.overwrite)
     started = time.time()
     predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
     seconds = time.time() - started
@@ -156,10 +198,6 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
             for s, r, p in zip(sources, references, predictions, strict=True)
         ],
     }
-    output_file = Path(
-        eval_args.output_file
-        or Path(eval_args.model) / f"eval-{eval_args.split}-{_decoding_name(generation)}.json"
-    )
     output_file.parent.mkdir(parents=True, exist_ok=True)
     output_file.write_text(json.dumps(report, indent=2, ensure_ascii=False))
     report["output_file"] = str(output_file)

@@ -1,3 +1,14 @@
 """The model among other tools: the Hub (`hub`: assemble and upload a model's repository), Marian/OPUS-MT
 (`marian`: import its checkpoints) and CTranslate2 (`ctranslate2_export`, and `ctranslate2_inference`, which
-runs without torch). Nothing is imported here, so that each loads only what it needs."""
+runs without torch). Each submodule loads only what it needs: `CTranslate2Seq2Seq` is importable from here,
+but `ctranslate2` is imported only when it is asked for."""
+
+__all__ = ["CTranslate2Seq2Seq"]
+
+
+def __getattr__(name: str):
+    if name == "CTranslate2Seq2Seq":
+        from .ctranslate2_inference import CTranslate2Seq2Seq
+
+        return CTranslate2Seq2Seq
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

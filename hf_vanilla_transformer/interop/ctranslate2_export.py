@@ -157,6 +157,17 @@ def convert_to_ctranslate2(
     tokenizer and the model's decoding defaults are written next to the weights, so the folder is all
     `CTranslate2Seq2Seq` needs.
     """
+    from ctranslate2.specs.model_spec import ACCEPTED_MODEL_TYPES
+
+    # Checked before CTranslate2 is asked, which answers both with a traceback from inside its converter.
+    if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
+        raise ValueError(
+            f"Unknown quantization {quantization!r}; CTranslate2 accepts {', '.join(ACCEPTED_MODEL_TYPES)}."
+        )
+    if Path(output_dir).exists() and not force:
+        raise FileExistsError(
+            f"{output_dir} exists: pass --force to replace it, or choose another --output_dir."
+        )
     converter = VanillaTransformerConverter(model_path)
     output_dir = Path(converter.convert(str(output_dir), quantization=quantization, force=force))
     converter.tokenizer.save_pretrained(output_dir)

@@ -117,6 +117,12 @@ MAX_EXPONENT = 20
 MAX_DEPTH = 50
 
 
+def _excerpt(text: str, limit: int = 60) -> str:
+    """`text` quoted for a message: whole when short, else its start and its length (a message must not echo a
+    page of input back)."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text)} characters)"
+
+
 def _check_tokens(text: str, allowed_names: frozenset[str], what: str) -> None:
     """Let through only allowed names, integers, + - * / ** and parentheses, single integer exponents up to
     `MAX_EXPONENT` and parentheses nested at most `MAX_DEPTH` deep: nothing sympy's `parse_expr` (an `eval`
@@ -133,8 +139,8 @@ def _check_tokens(text: str, allowed_names: frozenset[str], what: str) -> None:
         match = _TOKEN.match(stripped, position)
         if match is None:
             raise SeriesParseError(
-                f"{what} {text!r}: unexpected character {stripped[position:].lstrip()[:1]!r} at position "
-                f"{position}; allowed are names, integers, + - * / ** and parentheses."
+                f"{what} {_excerpt(text)}: unexpected character {stripped[position:].lstrip()[:1]!r} at "
+                f"position {position}; allowed are names, integers, + - * / ** and parentheses."
             )
         tokens.append((match.lastgroup, match.group(match.lastgroup)))
         position = match.end()
@@ -144,20 +150,24 @@ def _check_tokens(text: str, allowed_names: frozenset[str], what: str) -> None:
     for i, (kind, token) in enumerate(tokens):
         if kind == "name" and token not in allowed_names:
             raise SeriesParseError(
-                f"{what} {text!r}: unknown name {token!r} (allowed: {', '.join(sorted(allowed_names))})."
+                f"{what} {_excerpt(text)}: unknown name {token!r} (allowed: "
+                f"{', '.join(sorted(allowed_names))})."
             )
         if token == "**":
             exponent = tokens[i + 1] if i + 1 < len(tokens) else ("", "")
             following = tokens[i + 2][1] if i + 2 < len(tokens) else ""
             if exponent[0] != "number" or int(exponent[1]) > MAX_EXPONENT or following == "**":
                 raise SeriesParseError(
-                    f"{what} {text!r}: a power must be a single integer exponent up to {MAX_EXPONENT}."
+                    f"{what} {_excerpt(text)}: a power must be a single integer exponent up to "
+                    f"{MAX_EXPONENT}."
                 )
         depth += (token == "(") - (token == ")")
         if not 0 <= depth <= MAX_DEPTH:
-            raise SeriesParseError(f"{what} {text!r}: unbalanced or more than {MAX_DEPTH}-deep parentheses.")
+            raise SeriesParseError(
+                f"{what} {_excerpt(text)}: unbalanced or more than {MAX_DEPTH}-deep parentheses."
+            )
     if depth:
-        raise SeriesParseError(f"{what} {text!r}: unbalanced parentheses.")
+        raise SeriesParseError(f"{what} {_excerpt(text)}: unbalanced parentheses.")
 
 
 # `__builtins__` must be present and empty: without it, `eval` inserts the real builtins module.
@@ -173,10 +183,12 @@ def _parse(text: str, allowed_names: frozenset[str], what: str) -> sp.Expr:
         expression = sp.parse_expr(text, local_dict=local_dict, global_dict=dict(_PARSER_GLOBALS))
     except Exception as exc:  # SyntaxError, TypeError, TokenError, ZeroDivisionError, ...
         raise SeriesParseError(
-            f"{what} {text!r} is not a valid expression: {type(exc).__name__}: {exc}"
+            f"{what} {_excerpt(text)} is not a valid expression: {type(exc).__name__}: {exc}"
         ) from exc
     if not isinstance(expression, sp.Expr):  # e.g. a bare function name such as "sin"
-        raise SeriesParseError(f"{what} {text!r} is a {type(expression).__name__}, not an expression.")
+        raise SeriesParseError(
+            f"{what} {_excerpt(text)} is a {type(expression).__name__}, not an expression."
+        )
     return expression
 
 
@@ -199,6 +211,38 @@ def check_expression(text: str) -> None:
     _check_tokens(text, EXPRESSION_NAMES, "expression")
 
 
+# What the generator writes (series/sampling.py): functions of k*s*x, k a small integer, s one symbol.
+GRAMMAR_SUMMARY = (
+    f"{', '.join(FUNCTIONS)} of k*s*x (k a small integer, s one of {', '.join(SYMBOL_NAMES)}), one to four "
+    "of them joined by + - * / and parentheses, each perhaps squared or cubed; e.g. exp(2*b*x)*cos(a*x)"
+)
+_CALL = re.compile(rf"\b({'|'.join(FUNCTIONS)})\s*\(([^()]*)\)")
+_TERM_ARGUMENT = re.compile(rf"^\s*-?\s*(?:\d+\s*\*\s*)?(?:{'|'.join(SYMBOL_NAMES)})\s*\*\s*{VARIABLE}\s*$")
+
+
+def check_model_input(text: str) -> None:
+    """Raise `SeriesParseError` unless `text` is an expression of the grammar the series model was trained on
+    (`GRAMMAR_SUMMARY`): outside it, the model still answers, confidently and wrongly. Stricter than
+    `check_expression`, which lets through any expression of the grammar's names (`sin(x)`, `a*x`). Every
+    message ends with the grammar."""
+    try:
+        check_expression(text)
+    except SeriesParseError as error:
+        raise SeriesParseError(f"{error} The model's grammar: {GRAMMAR_SUMMARY}.") from None
+    for call in _CALL.finditer(text):
+        if not _TERM_ARGUMENT.match(call.group(2)):
+            raise SeriesParseError(
+                f"expression {_excerpt(text)}: {call.group(0)!r} is outside the model's grammar: "
+                f"{GRAMMAR_SUMMARY}."
+            )
+    outside = _CALL.sub("", text)
+    if re.search(r"[A-Za-z]", outside):
+        raise SeriesParseError(
+            f"expression {_excerpt(text)}: a name outside a function's argument is outside the model's "
+            f"grammar: {GRAMMAR_SUMMARY}."
+        )
+
+
 def parse_expression(text: str) -> sp.Expr:
     """Parse a source expression (`exp(2*d*x)*tan(c*x)**3`) into sympy, with the same checks."""
     return _parse(text, EXPRESSION_NAMES, "expression")
@@ -210,6 +254,7 @@ __all__ = [
     "EXPRESSION_NAMES",
     "FUNCTIONS",
     "FUNCTION_CALL",
+    "GRAMMAR_SUMMARY",
     "MAX_EXPONENT",
     "ORDER_TERM",
     "SERIES_NAMES",
@@ -224,6 +269,7 @@ __all__ = [
     "VARIABLE",
     "count_terms",
     "check_expression",
+    "check_model_input",
     "names_in",
     "parse_expression",
     "parse_series",

@@ -7,8 +7,10 @@ import difflib
 import filecmp
 import json
 import shutil
+import socket
 import tempfile
 from pathlib import Path
+from urllib.parse import urlparse
 
 from transformers import (
     AutoModelForSeq2SeqLM,
@@ -67,6 +69,28 @@ def check_folder_location(name_or_path: str | Path, what: str, needs: str, made_
         sibling = nearest_sibling(name_or_path)
         hint = f" Did you mean {sibling}?" if sibling is not None else f" {made_by}"
         raise FileNotFoundError(f"No {what} at {name_or_path}.{hint}")
+    check_hub_reachable(str(name_or_path), needs)
+
+
+def check_hub_reachable(repo_id: str, filename: str, repo_type: str = "model") -> None:
+    """Refuse at once a Hub repository that can be neither downloaded nor found in the local Hub cache.
+    Offline, huggingface_hub retries for half a minute and transformers then answers in several lines; a
+    name that does not resolve fails here in one line. With `HF_HUB_OFFLINE` set, or `filename` cached, the
+    libraries go on as usual."""
+    from huggingface_hub import constants, try_to_load_from_cache
+
+    if constants.HF_HUB_OFFLINE or isinstance(
+        try_to_load_from_cache(repo_id, filename, repo_type=repo_type), str
+    ):
+        return
+    host = urlparse(constants.ENDPOINT).hostname
+    try:
+        socket.create_connection((host, 443), timeout=5).close()
+    except OSError as error:
+        raise OSError(
+            f"Cannot reach {host} to download {repo_id!r}, and it is not in the Hub cache ({error}). "
+            "Connect, or pass a local folder."
+        ) from None
 
 
 MODEL_MADE_BY = (

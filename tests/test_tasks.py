@@ -183,3 +183,26 @@ def test_a_mistyped_folder_under_an_existing_one_is_local_with_the_nearest_name(
         FileNotFoundError, match=r"'data/multi30k-de' is not a dataset folder\. Did you mean "
     ):
         load_translation_dataset("data/multi30k-de", languages=("de", "en"))
+
+
+def test_an_unreachable_hub_id_fails_at_once_in_one_line_unless_cached(monkeypatch):
+    import huggingface_hub
+
+    from hf_vanilla_transformer import saving
+
+    def refuse(*args, **kwargs):
+        raise OSError("[Errno -2] Name or service not known")
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", False)
+    monkeypatch.setattr(saving.socket, "create_connection", refuse)
+    with pytest.raises(OSError) as error:
+        check_model_location("someone/model")
+    assert str(error.value) == (
+        "Cannot reach huggingface.co to download 'someone/model', and it is not in the Hub cache ([Errno -2] "
+        "Name or service not known). Connect, or pass a local folder."
+    )
+    # A repository in the Hub cache loads from there: nothing is refused.
+    monkeypatch.setattr(
+        huggingface_hub, "try_to_load_from_cache", lambda *args, **kwargs: "/cache/config.json"
+    )
+    check_model_location("someone/model")

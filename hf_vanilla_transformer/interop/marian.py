@@ -103,13 +103,15 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
     arguments decodes as it did), and the modeling and pipeline code for `trust_remote_code` loading."""
     from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
-    from ..saving import save_model_folder
+    from ..saving import check_hub_reachable, save_model_folder
 
-    if not Path(model_name_or_path).is_dir() and is_local_path(model_name_or_path):
-        raise FileNotFoundError(
-            f"No Marian model folder at {model_name_or_path}: pass a folder saved by "
-            "MarianMTModel.save_pretrained or a Hub id such as Helsinki-NLP/opus-mt-de-en."
-        )
+    if not Path(model_name_or_path).is_dir():
+        if is_local_path(model_name_or_path):
+            raise FileNotFoundError(
+                f"No Marian model folder at {model_name_or_path}: pass a folder saved by "
+                "MarianMTModel.save_pretrained or a Hub id such as Helsinki-NLP/opus-mt-de-en."
+            )
+        check_hub_reachable(str(model_name_or_path), "config.json")
     config = AutoConfig.from_pretrained(model_name_or_path)
     if config.model_type != "marian":
         raise ValueError(

@@ -21,7 +21,7 @@ from PIL import Image
 from .cli import UsageError
 from .evaluation.generation import default_max_new_tokens, length_limit
 from .evaluation.metrics import exact_match
-from .saving import load_model_folder
+from .saving import check_model_task, load_model_folder, model_task
 from .series.equivalence import EquivalenceChecker
 from .series.grammar import SeriesParseError, check_model_input
 from .series.workers import generate_examples
@@ -57,7 +57,7 @@ class ModelSpec:
     """One `--model` argument: `[series=]<folder or Hub id>`."""
 
     location: str
-    task: str = "translation"
+    task: str | None = None  # None: the model's own (its config's `task`), else translation
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
@@ -82,6 +82,13 @@ class DemoModel:
     @classmethod
     def load(cls, spec: ModelSpec) -> DemoModel:
         model, tokenizer = load_model_folder(spec.location)  # a missing folder is named, not sent to the Hub
+        if spec.task is None:
+            spec = ModelSpec(spec.location, model_task(model, spec.location) or "translation")
+        else:
+            try:
+                check_model_task(model, spec.location, spec.task, fix=f"--model {{task}}={spec.location}")
+            except ValueError as error:
+                raise UsageError(str(error)) from None
         return cls(spec, model, tokenizer)
 
     @property

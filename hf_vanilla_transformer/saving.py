@@ -124,6 +124,32 @@ def load_model_folder(
     return model, tokenizer
 
 
+def model_task(config, location: str | Path | None = None) -> str | None:
+    """What a model was trained for: its config's `task`; for a folder saved before configs recorded it, the
+    task of the evaluation reports it carries (`eval-*.json`); else None (unknown). `config` is the model's
+    config (or the model), read before any weights are loaded."""
+    task = getattr(getattr(config, "config", config), "task", None)
+    if task is None and location is not None and Path(location).is_dir():
+        for report in sorted(Path(location).glob("eval-*.json")):
+            try:
+                task = json.loads(report.read_text(encoding="utf-8"))["data"]["task"]
+            except (ValueError, KeyError, TypeError):
+                continue
+            break
+    return task
+
+
+def check_model_task(config, location: str | Path, task: str, fix: str = "--task {task}") -> None:
+    """Refuse a model trained for another task than `task`, naming both and the fix (`fix`, with the
+    model's task for `{task}`). `config` as for `model_task`."""
+    trained_for = model_task(config, location)
+    if trained_for is not None and trained_for != task:
+        raise ValueError(
+            f"{location} is a {trained_for} model, not a {task} one: give {fix.format(task=trained_for)}, or "
+            f"a {task} model."
+        )
+
+
 def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:
     """Save weights (safetensors), config with `auto_map`, the modeling/configuration code, generation config,
     tokenizer, and the `seq2seq-generation` pipeline (`custom_pipelines` in config.json plus its code).

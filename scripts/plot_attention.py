@@ -11,9 +11,12 @@ source and target tokens.
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from transformers import AutoConfig
+
 import hf_vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
-from hf_vanilla_transformer.saving import load_model_folder
+from hf_vanilla_transformer.saving import check_model_location, load_model_folder, model_task
+from hf_vanilla_transformer.series.grammar import check_model_input
 from hf_vanilla_transformer.visualization import cross_attention, plot_cross_attention
 
 
@@ -39,8 +42,11 @@ def main() -> None:
         raise UsageError(
             f"{args.output_file} exists: pass --overwrite to replace it, or another --output_file."
         )
-    Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
+    check_model_location(args.model)
+    if model_task(AutoConfig.from_pretrained(args.model), args.model) == "series":
+        check_model_input(args.text)  # outside its grammar the model still answers, confidently and wrongly
     model, tokenizer = load_model_folder(args.model)
+    Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
     weights, source_tokens, target_tokens = cross_attention(
         model, tokenizer, args.text, args.target, args.layer
     )

@@ -185,3 +185,12 @@ def test_plot_attention_makes_a_missing_folder_and_replaces_nothing_unasked(tmp_
     assert empty.returncode == 2 and empty.stderr.strip().splitlines() == [
         "error: --text is empty: give the source text whose attention to draw."
     ]
+
+
+def test_plot_attention_of_the_series_model_refuses_input_outside_its_grammar(tmp_path):
+    series = ROOT / "model_cards" / "vanilla-transformer-series"
+    result = _run("plot_attention.py", "--model", str(series), "--text", "sin(x)*exp(x)", cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert "'sin(x)' is outside the model's grammar" in lines[0]
+    assert not (tmp_path / "attention.png").exists()

@@ -154,7 +154,7 @@ def test_verdicts_follow_the_metric():
 
 def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
     assert demo.ModelSpec.parse("series=out/s") == demo.ModelSpec("out/s", "series")
-    assert demo.ModelSpec.parse("out/t") == demo.ModelSpec("out/t", "translation")
+    assert demo.ModelSpec.parse("out/t") == demo.ModelSpec("out/t", None)  # the model's own task, at load
     with pytest.raises(UsageError, match="must be one of translation, series"):
         demo.resolve_model_specs(["summary=out/s"], SHIPPED)
     monkeypatch.delenv("DEMO_MODELS", raising=False)
@@ -164,9 +164,18 @@ def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
     with pytest.raises(UsageError, match="No model shipped"):
         demo.resolve_model_specs(None, tmp_path)
     monkeypatch.setenv("DEMO_MODELS", "a/b, series=c/d")
-    assert [spec.task for spec in demo.resolve_model_specs(None, tmp_path)] == ["translation", "series"]
+    assert [spec.task for spec in demo.resolve_model_specs(None, tmp_path)] == [None, "series"]
     result = run_script_file("demo.py", "--model", tmp_path / "missing", cwd=tmp_path, timeout=300)
     assert result.returncode != 0 and "missing" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_each_model_serves_its_own_task_and_a_mismatch_is_named():
+    series = SHIPPED / "vanilla-transformer-series"
+    assert demo.DemoModel.load(demo.ModelSpec(str(series))).spec.task == "series"  # read from its config
+    with pytest.raises(
+        UsageError, match=f"is a series model, not a translation one: give --model series={series}"
+    ):
+        demo.DemoModel.load(demo.ModelSpec(str(series), "translation"))
 
 
 def test_a_port_in_use_is_refused_in_one_line_naming_our_option(tmp_path):

@@ -1,15 +1,18 @@
 """The task objects: what differs between translation and series, the data checks done before training, and
 where a model is looked for."""
 
+import json
 import logging
+import shutil
 from pathlib import Path
 
 import pytest
 from datasets import Dataset, DatasetDict
+from transformers import AutoModelForSeq2SeqLM
 
 from hf_vanilla_transformer.data.translation import load_parallel_text, load_translation_dataset
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
-from hf_vanilla_transformer.saving import check_model_location, is_local_path
+from hf_vanilla_transformer.saving import check_model_location, is_local_path, model_task
 from hf_vanilla_transformer.series.sampling import iter_candidates
 from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
 from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
@@ -206,3 +209,24 @@ def test_an_unreachable_hub_id_fails_at_once_in_one_line_unless_cached(monkeypat
         huggingface_hub, "try_to_load_from_cache", lambda *args, **kwargs: "/cache/config.json"
     )
     check_model_location("someone/model")
+
+
+def test_a_model_given_for_another_task_is_refused_naming_both(multi30k, tmp_path):
+    series = Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-series"
+    with pytest.raises(
+        ValueError, match="is a series model, not a translation one: give --task series, or a"
+    ):
+        evaluate_model(
+            EvaluationArguments(model=str(series), max_examples=2), _translation_args(multi30k, "x")
+        )
+    # A folder saved before configs recorded the task: the task of the reports it carries.
+    old = tmp_path / "old-series"
+    shutil.copytree(series, old)
+    config = json.loads((old / "config.json").read_text())
+    del config["task"]
+    (old / "config.json").write_text(json.dumps(config))
+    model = AutoModelForSeq2SeqLM.from_pretrained(old)
+    assert model.config.task is None and model_task(model, old) == "series"
+    (old / "eval-test-greedy.json").unlink()
+    (old / "eval-test-beam4-lp0.6.json").unlink()
+    assert model_task(model, old) is None  # unknown: nothing is refused

@@ -103,6 +103,7 @@ def test_trainer_script_trains_evaluates_and_saves(trained_run):
     assert len(rates) == 6 and max(rates) == pytest.approx(0.5 * paper_peak_learning_rate(32, 3))
     model = AutoModelForSeq2SeqLM.from_pretrained(trained_run / "final")
     assert model.config.vocab_size == 400
+    assert model.config.task == "translation"  # recorded for the tools that refuse a model of another task
     assert (trained_run / "final" / "tokenizer.json").exists()
     assert (trained_run / "final" / "pipeline_seq2seq.py").exists()
 

@@ -16,9 +16,9 @@ from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import GenerationConfig
+from transformers import AutoConfig, GenerationConfig
 
-from ..saving import check_model_location, load_model_folder
+from ..saving import check_model_location, check_model_task, load_model_folder
 from ..tasks import DatasetArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
@@ -165,6 +165,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     if generation_config is not None:
         generation = generation_settings(eval_args, task, generation_config)
         check_report_path(report_path(eval_args, generation, subset_size), eval_args.overwrite)
+    check_model_task(AutoConfig.from_pretrained(eval_args.model), eval_args.model, data_args.task)
     model, tokenizer = load_model_folder(eval_args.model)
     generation = generation_settings(eval_args, task, model.generation_config)
     output_file = report_path(eval_args, generation, subset_size)

@@ -60,6 +60,7 @@ def config_from_marian(marian_config) -> VanillaTransformerConfig:
         bos_token_id=marian_config.bos_token_id,
         eos_token_id=marian_config.eos_token_id,
         decoder_start_token_id=marian_config.decoder_start_token_id,
+        task="translation",
     )
 
 

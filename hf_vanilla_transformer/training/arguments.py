@@ -283,6 +283,7 @@ def prepare_training(
         datasets_ = prepare_dataset(data_args, tokenizer)
     set_seed(training_args.seed)
     model = build_model(model_args, tokenizer)
+    model.config.task = data_args.task  # saved with the model: the tools refuse it for another task
     set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
     logger.info(
         "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",

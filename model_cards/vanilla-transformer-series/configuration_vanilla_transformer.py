@@ -14,6 +14,8 @@ from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 INIT_METHODS = ("xavier", "fairseq")
+# What a trained model was trained for, as this package's tools name tasks (`hf_vanilla_transformer.tasks`).
+MODEL_TASKS = ("translation", "series")
 SINUSOID_LAYOUTS = ("interleaved", "halves")
 
 # Named presets: keyword overrides applied on top of the paper defaults.
@@ -101,6 +103,7 @@ _FIELD_CHECKS = {
     "position_embedding_type": _check_choice(POSITION_EMBEDDING_TYPES),
     "sinusoid_layout": _check_choice(SINUSOID_LAYOUTS),
     "init_method": _check_choice(INIT_METHODS),
+    "task": lambda name, value: value is None or _check_choice(MODEL_TASKS)(name, value),
 }
 
 # What each alias of `VanillaTransformerConfig.attribute_map` sets, for error messages.
@@ -162,6 +165,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
             (weights and biases uniform in +-1/sqrt(fan_in)), the rest as `"xavier"`. Its residual branches
             start smaller, which lets the identity path of a post-LN model carry more early in training.
             Only training from scratch reads it: loaded weights replace the initialisation.
+        task: what the model was trained for, `"translation"` or `"series"`: the package's tools (evaluation,
+            the demo, attention plots) read it to refuse a model given for another task. `None` for a fresh
+            model and for folders saved before it existed; training sets it.
 
     The generic transformers names are aliases (`attribute_map`), for reading and for building:
     `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
@@ -211,6 +217,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     layer_norm_eps: float = 1e-5
     init_std: float | None = None
     init_method: str = "xavier"
+    task: str | None = None
     use_cache: bool = True
     is_encoder_decoder: bool = True
     # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.

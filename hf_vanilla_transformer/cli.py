@@ -27,6 +27,7 @@ RENAMED_OPTIONS = {
     "dataset_dir": "dataset",
     "dataset_name": "dataset",
     "output": "output_file",
+    "force": "overwrite",
 }
 PACKAGE_DIR = Path(__file__).resolve().parent
 
@@ -77,6 +78,16 @@ def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> s
 
 class UsageError(ValueError):
     """A wrong combination of options, found by a script after parsing: a user error wherever it is raised."""
+
+
+def check_output_location(path: str | Path, overwrite: bool, option: str = "--output_dir") -> None:
+    """Refuse to write to `path` when it holds something already (a file, or a folder that is not empty),
+    unless the user passed `--overwrite`: a command replaces only what it was asked to."""
+    path = Path(path)
+    if overwrite or not path.exists() or (path.is_dir() and not any(path.iterdir())):
+        return
+    held = "is not empty" if path.is_dir() else "exists"
+    raise UsageError(f"{path} {held}: pass --overwrite to replace what it holds, or another {option}.")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

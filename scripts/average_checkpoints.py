@@ -7,7 +7,7 @@ averaged the last 5 checkpoints for base models and the last 20 for big ones).
 
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
 from hf_vanilla_transformer.training import average_checkpoints, last_checkpoints
 
 
@@ -16,10 +16,12 @@ class AverageArguments:
     run_dir: str = field(metadata={"help": "A Trainer output_dir holding checkpoint-<step> folders."})
     output_dir: str = field(metadata={"help": "Where to write the averaged model."})
     last: int = field(default=5, metadata={"help": "How many of the most recent checkpoints to average."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
 
 
 def main() -> None:
     (args,) = parse_arguments(AverageArguments, description=__doc__)
+    check_output_location(args.output_dir, args.overwrite)
     checkpoints = last_checkpoints(args.run_dir, args.last)
     print("Averaging", ", ".join(c.name for c in checkpoints))
     print(f"Wrote {average_checkpoints(checkpoints, args.output_dir)}")

@@ -9,7 +9,7 @@ Needs `pip install -e ".[marian]"` (sentencepiece, for Marian's tokenizers); a H
 
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
 from hf_vanilla_transformer.interop.marian import convert_marian
 
 
@@ -17,10 +17,12 @@ from hf_vanilla_transformer.interop.marian import convert_marian
 class ConvertArguments:
     model: str = field(metadata={"help": "A MarianMTModel folder or Hub id."})
     output_dir: str = field(metadata={"help": "Where to write the converted folder."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
 
 
 def main() -> None:
     (args,) = parse_arguments(ConvertArguments, description=__doc__)
+    check_output_location(args.output_dir, args.overwrite)
     print(f"Wrote {convert_marian(args.model, args.output_dir)}")
 
 

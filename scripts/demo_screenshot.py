@@ -22,7 +22,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
 
 # True once the first tab's heat map is an image the browser has loaded (not the empty placeholder).
 HEAT_MAP_SHOWN = (
@@ -156,10 +156,12 @@ class ScreenshotArguments:
     model: list[str] = field(metadata={"help": "As demo.py's --model; repeatable.", "action": "extend"})
     output_file: str = field(default="docs/demo.png", metadata={"help": "PNG file to write."})
     timeout: float = field(default=300, metadata={"help": "Seconds to wait for the page."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing output_file."})
 
 
 def main() -> None:
     (args,) = parse_arguments(ScreenshotArguments, description=__doc__)
+    check_output_location(args.output_file, args.overwrite, "--output_file")
     print(f"Wrote {take_screenshot(args.model, Path(args.output_file), timeout=args.timeout)}")
 
 

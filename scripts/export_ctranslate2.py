@@ -1,7 +1,7 @@
 r"""Convert a saved model folder to CTranslate2 (optionally int8), then translate a few lines with it.
 
     python scripts/export_ctranslate2.py --model outputs/multi30k-de-en/averaged \
-        --output_dir outputs/ct2/multi30k-de-en-int8 --quantization int8 --force \
+        --output_dir outputs/ct2/multi30k-de-en-int8 --quantization int8 --overwrite \
         --example "Ein Mann mit einem orangefarbenen Hut, der etwas anstarrt."
 
 See `hf_vanilla_transformer.interop.ctranslate2_export` (conversion) and `ctranslate2_inference` (generation).
@@ -25,7 +25,7 @@ class ExportArguments:
             "(default: keep float32)."
         },
     )
-    force: bool = field(default=False, metadata={"help": "Replace an existing output_dir."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace an existing output_dir."})
     example: list[str] | None = field(
         default=None, metadata={"help": "Source lines to translate with the exported model."}
     )
@@ -35,7 +35,7 @@ class ExportArguments:
 def main() -> None:
     (args,) = parse_arguments(ExportArguments, description=__doc__)
     output_dir = convert_to_ctranslate2(
-        args.model, args.output_dir, quantization=args.quantization, force=args.force
+        args.model, args.output_dir, quantization=args.quantization, force=args.overwrite
     )
     print(f"Wrote {output_dir}")
     if args.example:

@@ -21,7 +21,7 @@ save it to disk.
 import logging
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
 from hf_vanilla_transformer.data.translation import load_translation_dataset, tokenize_translation
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
@@ -49,11 +49,16 @@ class PrepareArguments:
     max_source_length: int = field(default=256, metadata={"help": "Longer sources (in tokens) are dropped."})
     max_target_length: int = field(default=256, metadata={"help": "Longer targets (in tokens) are dropped."})
     num_proc: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     (args,) = parse_arguments(PrepareArguments, description=__doc__)
+    tokenized_dir = args.tokenized_output_dir or f"{args.output_dir}-tokenized"
+    check_output_location(args.output_dir, args.overwrite)
+    if args.tokenizer is not None:
+        check_output_location(tokenized_dir, args.overwrite, "--tokenized_output_dir")
     dataset_dict = load_translation_dataset(
         args.dataset, args.dataset_config, languages=(args.source_lang, args.target_lang)
     )
@@ -72,7 +77,6 @@ def main() -> None:
             args.max_target_length,
             num_proc=args.num_proc,
         )
-        tokenized_dir = args.tokenized_output_dir or f"{args.output_dir}-tokenized"
         tokenized.save_to_disk(tokenized_dir)
         for split, count in counts.items():
             print(f"{split}: kept {count['kept']} tokenized pairs, dropped {count['dropped']} too long")

@@ -25,7 +25,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.cli import UsageError, check_output_location, parse_arguments, run_script
 from hf_vanilla_transformer.data.preprocessing import load_prepared_splits
 from hf_vanilla_transformer.tasks import TASKS, get_task
 from hf_vanilla_transformer.tokenization import (
@@ -40,6 +40,7 @@ class TokenizerArguments:
     task: str = field(metadata={"help": "What the tokenizer is for.", "choices": list(TASKS)})
     output_dir: str = field(metadata={"help": "Folder to save the tokenizer to (save_pretrained)."})
     vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size, special tokens included."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
     dataset: str | None = field(
         default=None,
         metadata={
@@ -79,6 +80,7 @@ def main() -> None:
     (args,) = parse_arguments(TokenizerArguments, description=__doc__)
     if (args.dataset is None) == (args.text_files is None):
         raise UsageError("Pass exactly one of --dataset and --text_files.")
+    check_output_location(args.output_dir, args.overwrite)
     task = get_task(args.task)
     options = task.tokenizer_options(  # checked before any data is read
         split_punctuation=args.split_punctuation,

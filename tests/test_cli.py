@@ -194,3 +194,30 @@ def test_plot_attention_of_the_series_model_refuses_input_outside_its_grammar(tm
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert "'sin(x)' is outside the model's grammar" in lines[0]
     assert not (tmp_path / "attention.png").exists()
+
+
+@pytest.mark.parametrize(
+    "script, options",
+    [
+        ("average_checkpoints.py", ["--run_dir", "run"]),
+        (
+            "train_tokenizer.py",
+            ["--task", "translation", "--text_files", str(FIXTURE_MULTI30K / "train.de.gz")],
+        ),
+        (
+            "prepare_translation.py",
+            ["--dataset", str(FIXTURE_MULTI30K), "--source_lang", "de", "--target_lang", "en"],
+        ),
+        ("convert_marian.py", ["--model", "Helsinki-NLP/opus-mt-de-en"]),
+        ("export_ctranslate2.py", ["--model", "model"]),
+    ],
+)
+def test_no_script_writes_into_a_folder_that_holds_something_unless_asked(tmp_path, script, options):
+    taken = tmp_path / "taken"
+    taken.mkdir()
+    (taken / "mine.txt").write_text("kept")
+    result = _run(script, *options, "--output_dir", str(taken), cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert str(taken) in lines[0] and "--overwrite" in lines[0]
+    assert [path.name for path in taken.iterdir()] == ["mine.txt"]

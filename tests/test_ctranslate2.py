@@ -108,7 +108,7 @@ def test_int8_export_stays_close(tmp_path, word_tokenizer):
 def test_export_errors_are_clear(tmp_path, word_tokenizer):
     _saved_model(tmp_path / "model", word_tokenizer)
     convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
-    with pytest.raises(FileExistsError, match="ct2 exists: pass --force to replace it"):
+    with pytest.raises(FileExistsError, match="ct2 exists: pass --overwrite to replace it"):
         convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
     with pytest.raises(ValueError, match=r"Unknown quantization 'int3'; CTranslate2 accepts .*int8"):
         convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2-bad", quantization="int3")
@@ -175,8 +175,11 @@ assert CTranslate2Seq2Seq is same and "ctranslate2" in sys.modules
 @pytest.mark.parametrize(
     ("options", "message"),
     [
-        (["--force", "--quantization", "int3"], "error: Unknown quantization 'int3'; CTranslate2 accepts "),
-        ([], "exists: pass --force to replace it, or choose another --output_dir."),
+        (
+            ["--overwrite", "--quantization", "int3"],
+            "error: Unknown quantization 'int3'; CTranslate2 accepts ",
+        ),
+        ([], "exists: pass --overwrite to replace it, or choose another --output_dir."),
     ],
 )
 def test_export_script_mistakes_end_in_one_line(tmp_path, word_tokenizer, options, message):

@@ -166,7 +166,7 @@ def convert_to_ctranslate2(
         )
     if Path(output_dir).exists() and not force:
         raise FileExistsError(
-            f"{output_dir} exists: pass --force to replace it, or choose another --output_dir."
+            f"{output_dir} exists: pass --overwrite to replace it, or choose another --output_dir."
         )
     converter = VanillaTransformerConverter(model_path)
     output_dir = Path(converter.convert(str(output_dir), quantization=quantization, force=force))

@@ -26,13 +26,13 @@ if [ ! -f "$RECIPE" ]; then  # before the data and tokenizer steps, which take m
 fi
 NAME=$(basename "$RECIPE" .yaml)
 OUT=outputs/${NAME//_/-}
-python scripts/prepare_translation.py --dataset "$DATA" --source_lang de --target_lang en \
+python scripts/prepare_translation.py --dataset "$DATA" --source_lang de --target_lang en --overwrite \
     --output_dir outputs/data/multi30k-de-en
-python scripts/train_tokenizer.py --task translation --vocab_size 8000 \
+python scripts/train_tokenizer.py --task translation --vocab_size 8000 --overwrite \
     --dataset outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
 python scripts/train.py "$RECIPE" --output_dir "$OUT"
-python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged"
+python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged" --overwrite
 for MODEL in "$OUT/final" "$OUT/averaged"; do
     python scripts/evaluate_model.py --model "$MODEL" --task translation \
-        --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test --batch_size 50
+        --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test --batch_size 50 --overwrite
 done

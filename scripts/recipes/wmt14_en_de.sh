@@ -38,8 +38,8 @@ else
 fi
 # shellcheck disable=SC2086  # LAUNCH and TRAIN_OPTIONS are lists of words
 $LAUNCH scripts/train.py "scripts/recipes/wmt14_en_de_$SIZE.yaml" ${TRAIN_OPTIONS:-}
-python scripts/average_checkpoints.py --run_dir "$OUT" --last "$LAST" --output_dir "$OUT/averaged"
+python scripts/average_checkpoints.py --run_dir "$OUT" --last "$LAST" --output_dir "$OUT/averaged" --overwrite
 for SPLIT in validation test; do
     python scripts/evaluate_model.py --model "$OUT/averaged" --task translation --dataset "$DATA" \
-        --source_lang en --target_lang de --split "$SPLIT" --batch_size 64
+        --source_lang en --target_lang de --split "$SPLIT" --batch_size 64 --overwrite
 done

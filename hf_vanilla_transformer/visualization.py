@@ -36,9 +36,16 @@ def cross_attention(
             f"The decoder has {num_layers} layers; `layer` must be in [{-num_layers}, {num_layers})."
         )
     weights = out.cross_attentions[layer][0].float().cpu()  # (heads, T_tgt, T_src)
-    source_tokens = tokenizer.convert_ids_to_tokens(inputs["input_ids"][0].tolist())
-    target_tokens = tokenizer.convert_ids_to_tokens(labels.tolist())
+    source_tokens = _tokens(tokenizer, inputs["input_ids"][0].tolist())
+    target_tokens = _tokens(tokenizer, labels.tolist())
     return weights, source_tokens, target_tokens
+
+
+def _tokens(tokenizer, ids: list[int]) -> list[str]:
+    """The tokens of `ids`; an id the tokenizer does not have (a model whose output layer is larger than its
+    vocabulary, e.g. padded to a multiple of 8, can emit one) is shown as `[id]`."""
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    return [f"[{i}]" if token is None else token for i, token in zip(ids, tokens, strict=True)]
 
 
 MAX_PANEL_INCHES = 12.0  # a side of one head's map: 8 heads at 110 dpi make at most 5,280 x 2,640 pixels

@@ -173,14 +173,19 @@ def test_cache_is_accepted_under_either_name_and_returned_under_the_installed_on
         cache = getattr(prefix, CACHE_FIELD)
         assert isinstance(cache, EncoderDecoderCache)
         for name in ("cache", "past_key_values"):
-            step = tiny_model(
-                **padded_batch,
-                decoder_input_ids=decoder_input_ids[:, 2:],
-                use_cache=True,
-                **{name: copy.deepcopy(cache)},
-            )
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                step = tiny_model(
+                    **padded_batch,
+                    decoder_input_ids=decoder_input_ids[:, 2:],
+                    use_cache=True,
+                    **{name: copy.deepcopy(cache)},
+                )
             torch.testing.assert_close(step.logits[:, -1], full[:, -1], atol=1e-5, rtol=0)
             assert getattr(step, CACHE_FIELD).get_seq_length() == 3
+            # The old name warns where transformers renamed it (5.24 on), as its own models do.
+            deprecated = [w for w in caught if "`past_key_values` is deprecated" in str(w.message)]
+            assert len(deprecated) == (name == "past_key_values" and CACHE_FIELD == "cache")
     with pytest.raises(TypeError, match="both `cache` and `past_key_values`"):
         tiny_model(**padded_batch, decoder_input_ids=decoder_input_ids, cache=cache, past_key_values=cache)
 

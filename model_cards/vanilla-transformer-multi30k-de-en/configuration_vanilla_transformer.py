@@ -158,13 +158,14 @@ class VanillaTransformerConfig(PreTrainedConfig):
         layer_norm_eps: epsilon of every LayerNorm.
         init_std: standard deviation of embedding initialisation; `None` means d_model ** -0.5, so that
             scaled embeddings start with unit variance (as fairseq initialises this model).
-        init_method: how a fresh model's linear layers start (the paper does not say). `"xavier"`:
-            Xavier-uniform weights and zero biases everywhere. `"fairseq"`: as fairseq's `transformer`
-            initialises them: the query, key and value projections Xavier-uniform with gain 1/sqrt(2) and
-            biases uniform in +-1/sqrt(fan_in), the feed-forward layers at torch's `nn.Linear` default
-            (weights and biases uniform in +-1/sqrt(fan_in)), the rest as `"xavier"`. Its residual branches
-            start smaller, which lets the identity path of a post-LN model carry more early in training.
-            Only training from scratch reads it: loaded weights replace the initialisation.
+        init_method: how a fresh model's linear layers start (the paper does not say). `"fairseq"` (the
+            default), as fairseq's `transformer` initialises them: the query, key and value projections
+            Xavier-uniform with gain 1/sqrt(2) and biases uniform in +-1/sqrt(fan_in), the feed-forward layers
+            at torch's `nn.Linear` default (weights and biases uniform in +-1/sqrt(fan_in)), the rest as
+            `"xavier"`: Xavier-uniform weights and zero biases everywhere. fairseq's residual branches start
+            smaller, which lets the identity path of a post-LN model carry more early in training; it learned
+            more per update on Multi30k (docs/experiments/multi30k.md). Only training from scratch reads it:
+            loaded weights replace the initialisation.
         task: what the model was trained for, `"translation"` or `"series"`: the package's tools (evaluation,
             the demo, attention plots) read it to refuse a model given for another task. `None` for a fresh
             model and for folders saved before it existed; training sets it.
@@ -216,7 +217,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     label_smoothing: float = 0.1
     layer_norm_eps: float = 1e-5
     init_std: float | None = None
-    init_method: str = "xavier"
+    init_method: str = "fairseq"
     task: str | None = None
     use_cache: bool = True
     is_encoder_decoder: bool = True
@@ -256,9 +257,14 @@ class VanillaTransformerConfig(PreTrainedConfig):
     def __setattr__(self, key: str, value: Any) -> None:
         name = self.attribute_map.get(key, key)
         # While the dataclass is being built, fields are set one by one and `__post_init__` checks them all.
-        if name in _FIELD_CHECKS and self.__dict__.get(_CHECKING_FIELDS, False):
+        checking = self.__dict__.get(_CHECKING_FIELDS, False)
+        if name in _FIELD_CHECKS and checking:
             _FIELD_CHECKS[name](name, value)
         super().__setattr__(key, value)
+        # One shared vocabulary has one size: the decoder's follows (as Marian derives it), so that setting
+        # `vocab_size` alone, as transformers' common tests and `resize_token_embeddings` do, keeps one model.
+        if name == "vocab_size" and checking and self.share_encoder_decoder_embeddings:
+            super().__setattr__("decoder_vocab_size", value)
 
     def to_dict(self) -> dict[str, Any]:
         output = super().to_dict()

@@ -11,6 +11,7 @@ it uses of transformers beyond the public API is listed, with the reasons, in do
 
 import dataclasses
 import math
+import warnings
 from collections.abc import Callable
 
 import torch
@@ -49,6 +50,13 @@ def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | No
         raise TypeError(
             "Got both `cache` and `past_key_values`: they are one argument, named `cache` since "
             "transformers 5.24 and `past_key_values` before. Pass only one of them."
+        )
+    if past_key_values is not None and CACHE_FIELD == "cache" and not torch.compiler.is_compiling():
+        # As transformers' own models warn from 5.24 on (a FutureWarning: DeprecationWarnings are hidden).
+        warnings.warn(
+            "`past_key_values` is deprecated since transformers 5.24, which renamed it. Use `cache` instead.",
+            FutureWarning,
+            stacklevel=3,
         )
     return past_key_values if cache is None else cache
 

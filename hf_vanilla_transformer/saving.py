@@ -83,9 +83,12 @@ def check_hub_reachable(repo_id: str, filename: str, repo_type: str = "model") -
         try_to_load_from_cache(repo_id, filename, repo_type=repo_type), str
     ):
         return
-    host = urlparse(constants.ENDPOINT).hostname
+    endpoint = urlparse(constants.ENDPOINT)
+    host = endpoint.hostname
     try:
-        socket.create_connection((host, 443), timeout=5).close()
+        socket.create_connection(
+            (host, endpoint.port or (80 if endpoint.scheme == "http" else 443)), timeout=5
+        ).close()
     except OSError as error:
         raise OSError(
             f"Cannot reach {host} to download {repo_id!r}, and it is not in the Hub cache ({error}). "

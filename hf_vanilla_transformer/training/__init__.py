@@ -1,8 +1,9 @@
-"""The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock), `batching`
-(token-budget batches and the `Seq2SeqTrainer` on them), `logs` (loss log and curves), `budget` (training by
-the clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses and files, and
-what both loops build from them), `trainer` (`run_training`, the Trainer path) and `accelerate_loop` (the
-same recipe in a plain Accelerate loop). Their public names are importable from here.
+"""The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
+`batching` (token-budget batches), `logs` (loss log and curves), `budget` (training by the clock),
+`averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses and files, and what both
+loops build from them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
+token-budget batches), `tied_weights_warning` (the resume warning about tied copies, silenced) and
+`accelerate_loop` (the same recipe in a plain Accelerate loop). Their public names are importable from here.
 
 What comes from libraries: the optimizer (Adam in `Seq2SeqTrainingArguments`), the warmup + inverse
 square-root schedule (transformers' `inverse_sqrt`), label smoothing (`torch.nn.functional.cross_entropy`,
@@ -31,9 +32,7 @@ from .arguments import (
 from .averaging import average_checkpoints, last_checkpoints
 from .batching import (
     BATCH_ORDERS,
-    TiedKeysWarningFilter,
     TokenBudgetBatchSampler,
-    TokenBudgetSeq2SeqTrainer,
     example_lengths,
     example_sizes,
     token_budget_sampler,
@@ -41,7 +40,8 @@ from .batching import (
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
 from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
-from .trainer import build_trainer, run_training
+from .tied_weights_warning import TiedKeysWarningFilter
+from .trainer import TokenBudgetSeq2SeqTrainer, build_trainer, run_training
 
 __all__ = [
     "BATCH_ORDERS",

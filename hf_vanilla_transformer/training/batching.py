@@ -1,19 +1,12 @@
-"""Batches filled up to a token budget (fairseq's `--max-tokens`, how the paper batched, §5.1), and the
-`Seq2SeqTrainer` that trains on them. Written here because no well-kept library offers it for the Trainer."""
+"""Batches filled up to a token budget (fairseq's `--max-tokens`, how the paper batched, §5.1), for both
+training loops. Written here because no well-kept library offers it for the Trainer."""
 
 from __future__ import annotations
 
-import ast
-import logging
 import random
 from collections.abc import Iterator, Sequence
 
-import torch
-from transformers import Seq2SeqTrainer
 from transformers.trainer_pt_utils import BatchRebalanceSampler
-
-from .budget import TimeBudget
-from .schedules import clock_linear_schedule
 
 # How examples are ordered before they are cut into batches. "padded_length": by the longer of source and
 # target (a batch's padded size), then by target length. "source_length": by source length, then by target
@@ -155,95 +148,3 @@ def token_budget_sampler(
         batch_size_multiple=batch_size_multiple,
         **kwargs,
     )
-
-
-class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
-    """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`token_budget_sampler`, with
-    `batch_order` and `batch_size_multiple`) instead of a fixed `per_device_train_batch_size`, and given
-    `clock_decay`, decays the learning rate over that time budget (`clock_linear_schedule`, its warmup ending
-    by `max_warmup_fraction` of the budget at the latest). Everything else is the stock Trainer."""
-
-    def __init__(
-        self,
-        *args,
-        max_tokens: int | None = None,
-        batch_order: str = "padded_length",
-        batch_size_multiple: int = 1,
-        clock_decay: TimeBudget | None = None,
-        max_warmup_fraction: float | None = None,
-        **kwargs,
-    ):
-        self.max_tokens = max_tokens
-        self.batch_order = batch_order
-        self.batch_size_multiple = batch_size_multiple
-        self.clock_decay = clock_decay
-        self.max_warmup_fraction = max_warmup_fraction
-        super().__init__(*args, **kwargs)
-
-    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
-        if self.lr_scheduler is None and self.clock_decay is not None:
-            self.lr_scheduler = clock_linear_schedule(
-                optimizer if optimizer is not None else self.optimizer,
-                self.args.get_warmup_steps(num_training_steps),
-                self.clock_decay,
-                self.max_warmup_fraction,
-            )
-            self._created_lr_scheduler = True
-        return super().create_scheduler(num_training_steps, optimizer)
-
-    def train(self, *args, **kwargs):
-        trainer_logger = logging.getLogger("transformers.trainer")
-        quiet = TiedKeysWarningFilter(self.model)
-        trainer_logger.addFilter(quiet)
-        try:
-            return super().train(*args, **kwargs)
-        finally:
-            trainer_logger.removeFilter(quiet)
-
-    def _get_train_sampler(self, train_dataset=None):
-        if self.max_tokens is None:
-            return super()._get_train_sampler(train_dataset)
-        dataset = train_dataset if train_dataset is not None else self.train_dataset
-        return token_budget_sampler(
-            dataset,
-            self.max_tokens,
-            self.batch_order,
-            self.batch_size_multiple,
-            seed=self.args.seed,
-            num_replicas=self.args.world_size,
-            rank=self.args.process_index,
-        )
-
-
-class TiedKeysWarningFilter(logging.Filter):
-    """Drops the Trainer's "There were missing keys in the checkpoint model loaded" warning on resuming when
-    the only keys missing are tied weights (the shared embeddings and output projection): the checkpoint
-    holds them once, by design, and loading that one copy restores them all. The warning says weights were
-    lost when none were. Any other missing key, or a message worded otherwise, still passes."""
-
-    PREFIX = "There were missing keys in the checkpoint model loaded: "
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        names: dict[int, list[str]] = {}
-        for name, parameter in model.named_parameters(remove_duplicate=False):
-            names.setdefault(id(parameter), []).append(name)
-        self.tied_groups = [group for group in names.values() if len(group) > 1]
-
-    def only_tied_copies(self, missing: set[str]) -> bool:
-        """Whether every missing key is a name of a tied parameter that was loaded under another name."""
-        covered = set()
-        for group in self.tied_groups:
-            if not set(group) <= missing:
-                covered.update(group)
-        return bool(missing) and missing <= covered
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        message = record.getMessage()
-        if not message.startswith(self.PREFIX):
-            return True
-        try:
-            missing = ast.literal_eval(message[len(self.PREFIX) :].rstrip("."))
-        except (ValueError, SyntaxError):
-            return True
-        return not (isinstance(missing, list) and self.only_tied_copies(set(missing)))

@@ -1,12 +1,14 @@
 """`run_training`: the recipe on `Seq2SeqTrainer` (what `scripts/train.py` runs); `build_trainer`, the Trainer
-it runs, also for measuring it (`hf_vanilla_transformer.benchmarks.training_profile`)."""
+it runs, also for measuring it (`hf_vanilla_transformer.benchmarks.training_profile`); and
+`TokenBudgetSeq2SeqTrainer`, the Trainer subclass both use."""
 
 from __future__ import annotations
 
 import logging
 from pathlib import Path
 
-from transformers import ProgressCallback
+import torch
+from transformers import ProgressCallback, Seq2SeqTrainer
 
 from ..data.preprocessing import build_seq2seq_collator
 from ..tasks import DataArguments, make_compute_metrics
@@ -17,11 +19,71 @@ from .arguments import (
     RecipeArguments,
     prepare_training,
 )
-from .batching import TokenBudgetSeq2SeqTrainer
+from .batching import token_budget_sampler
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .logs import LossPlotCallback
+from .schedules import clock_linear_schedule
+from .tied_weights_warning import TiedKeysWarningFilter
 
 logger = logging.getLogger(__name__)
+
+
+class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
+    """`Seq2SeqTrainer` that, given `max_tokens`, trains on token-budget batches (`token_budget_sampler`, with
+    `batch_order` and `batch_size_multiple`) instead of a fixed `per_device_train_batch_size`, and given
+    `clock_decay`, decays the learning rate over that time budget (`clock_linear_schedule`, its warmup ending
+    by `max_warmup_fraction` of the budget at the latest). Everything else is the stock Trainer."""
+
+    def __init__(
+        self,
+        *args,
+        max_tokens: int | None = None,
+        batch_order: str = "padded_length",
+        batch_size_multiple: int = 1,
+        clock_decay: TimeBudget | None = None,
+        max_warmup_fraction: float | None = None,
+        **kwargs,
+    ):
+        self.max_tokens = max_tokens
+        self.batch_order = batch_order
+        self.batch_size_multiple = batch_size_multiple
+        self.clock_decay = clock_decay
+        self.max_warmup_fraction = max_warmup_fraction
+        super().__init__(*args, **kwargs)
+
+    def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        if self.lr_scheduler is None and self.clock_decay is not None:
+            self.lr_scheduler = clock_linear_schedule(
+                optimizer if optimizer is not None else self.optimizer,
+                self.args.get_warmup_steps(num_training_steps),
+                self.clock_decay,
+                self.max_warmup_fraction,
+            )
+            self._created_lr_scheduler = True
+        return super().create_scheduler(num_training_steps, optimizer)
+
+    def train(self, *args, **kwargs):
+        trainer_logger = logging.getLogger("transformers.trainer")
+        quiet = TiedKeysWarningFilter(self.model)
+        trainer_logger.addFilter(quiet)
+        try:
+            return super().train(*args, **kwargs)
+        finally:
+            trainer_logger.removeFilter(quiet)
+
+    def _get_train_sampler(self, train_dataset=None):
+        if self.max_tokens is None:
+            return super()._get_train_sampler(train_dataset)
+        dataset = train_dataset if train_dataset is not None else self.train_dataset
+        return token_budget_sampler(
+            dataset,
+            self.max_tokens,
+            self.batch_order,
+            self.batch_size_multiple,
+            seed=self.args.seed,
+            num_replicas=self.args.world_size,
+            rank=self.args.process_index,
+        )
 
 
 def build_trainer(

@@ -239,6 +239,10 @@ def train_loop(
     if accelerator.is_main_process:
         save_model_folder(accelerator.unwrap_model(model), tokenizer, final)
         loss_log.plot()
+    # The DDP wrapper and the loader are released while every process is still in the process group: once,
+    # a process hung as this function returned (destroying them) after its peer had left.
+    del model, optimizer, loader, batches
+    accelerator.free_memory()
     accelerator.wait_for_everyone()
     accelerator.end_training()
     return final

@@ -3,9 +3,10 @@ user's mistake (a missing folder, a bad split, a configuration that cannot work,
 ended with its message and exit status 2 instead of a traceback.
 
 A user error is an `OSError` or `ValueError` raised by this package's own code: those are the raises that
-name what was wrong and how to fix it. Anything else (a `TypeError`, an error deep inside torch) is a bug or
-something unforeseen, and keeps its traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1` shows the traceback of user
-errors too.
+name what was wrong and how to fix it. So is a model configuration's refusal of a value (the errors of
+`@strict` dataclasses, which name the field and the value). Anything else (a `TypeError`, an error deep
+inside torch) is a bug or something unforeseen, and keeps its traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1`
+shows the traceback of user errors too.
 """
 
 from __future__ import annotations
@@ -16,6 +17,11 @@ import os
 import sys
 from collections.abc import Callable, Iterable
 from pathlib import Path
+
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
+
+# A configuration's refusal of a field's value, or of how its values combine.
+CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
 
 DEBUG_VARIABLE = "HF_VANILLA_TRANSFORMER_DEBUG"
 # Every script spells one thing one way; these spellings, from older versions of the scripts, are answered
@@ -34,7 +40,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent
 
 def is_user_error(error: BaseException) -> bool:
     """Whether `error` is one of the package's messages to the user (see the module docstring)."""
-    if isinstance(error, UsageError):
+    if isinstance(error, (UsageError, *CONFIG_ERRORS)):
         return True
     if not isinstance(error, OSError | ValueError):
         return False
@@ -53,7 +59,8 @@ def run_script(main: Callable[[], object]) -> None:
     except Exception as error:
         if os.environ.get(DEBUG_VARIABLE) or not is_user_error(error):
             raise
-        print(f"error: {error}", file=sys.stderr)
+        # One line: a configuration's refusal puts its cause on a second, indented line.
+        print("error: " + " ".join(line.strip() for line in str(error).splitlines()), file=sys.stderr)
         raise SystemExit(2) from None
 
 

@@ -3,13 +3,16 @@
 The defaults are the paper's base model (Table 3, row "base"); variants used by popular tutorials
 (pre-LN, learned positions, untied vocabularies) are flags, not new classes.
 
-This file imports only `transformers` (and the standard library) so that a saved model folder can
-carry it for `trust_remote_code` loading.
+This file imports only `transformers`, `huggingface_hub` (the `@strict` dataclass that transformers' own
+configurations use) and the standard library, so that a saved model folder can carry it for
+`trust_remote_code` loading.
 """
 
 from numbers import Real
 from typing import Any, ClassVar
 
+from huggingface_hub.dataclasses import strict, validated_field
+from huggingface_hub.errors import StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
@@ -62,49 +65,37 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _check_positive_int(name: str, value: Any) -> None:
+def _positive_int(value: Any) -> None:
     if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"`{name}` must be a positive integer, got {value!r}.")
+        raise ValueError(f"must be a positive integer, got {value!r}.")
 
 
-def _check_probability(name: str, value: Any) -> None:
+def _optional(check):
+    """`check`, letting `None` through (a field whose `None` means a value derived in `__post_init__`)."""
+
+    def optional(value: Any) -> None:
+        if value is not None:
+            check(value)
+
+    return optional
+
+
+def _probability(value: Any) -> None:
     if not isinstance(value, Real) or isinstance(value, bool) or not 0.0 <= value < 1.0:
-        raise ValueError(f"`{name}` must be in [0, 1), got {value!r}.")
+        raise ValueError(f"must be in [0, 1), got {value!r}.")
 
 
-def _check_choice(choices: tuple[str, ...]):
-    def check(name: str, value: Any) -> None:
+def _choice(choices: tuple[str, ...]):
+    def check(value: Any) -> None:
         if value not in choices:
-            raise ValueError(f"Unknown `{name}` {value!r}; expected one of {choices}.")
+            raise ValueError(f"unknown value {value!r}; expected one of {choices}.")
 
     return check
 
 
-# Checks of one field alone, run at construction and whenever the field (or its alias) is set afterwards.
-_FIELD_CHECKS = {
-    **dict.fromkeys(
-        (
-            "vocab_size",
-            "decoder_vocab_size",
-            "d_model",
-            "encoder_layers",
-            "decoder_layers",
-            "encoder_attention_heads",
-            "decoder_attention_heads",
-            "encoder_ffn_dim",
-            "decoder_ffn_dim",
-            "max_position_embeddings",
-        ),
-        _check_positive_int,
-    ),
-    **dict.fromkeys(
-        ("dropout", "attention_dropout", "activation_dropout", "label_smoothing"), _check_probability
-    ),
-    "position_embedding_type": _check_choice(POSITION_EMBEDDING_TYPES),
-    "sinusoid_layout": _check_choice(SINUSOID_LAYOUTS),
-    "init_method": _check_choice(INIT_METHODS),
-    "task": lambda name, value: value is None or _check_choice(MODEL_TASKS)(name, value),
-}
+# The fields named by `VanillaTransformerConfig.attribute_map`'s aliases, with the paper's values. Their
+# dataclass default is `None`, resolved in `__post_init__`, so that a field given both ways is seen as such.
+_ALIASED_DEFAULTS = {"d_model": 512, "encoder_attention_heads": 8, "encoder_layers": 6}
 
 # What each alias of `VanillaTransformerConfig.attribute_map` sets, for error messages.
 _ALIAS_NOTES = {
@@ -114,10 +105,17 @@ _ALIAS_NOTES = {
     "num_hidden_layers": "`num_hidden_layers` sets `encoder_layers` only, not `decoder_layers`",
 }
 
-# Set in an instance's `__dict__` once construction has finished: field checks on assignment start then.
-_CHECKING_FIELDS = "_vanilla_transformer_checks_fields"
+
+def _positive(default: int | None):
+    check = _optional(_positive_int) if default is None else _positive_int
+    return validated_field(check, default=default)
 
 
+def _probability_field(default: float):
+    return validated_field(_probability, default=default)
+
+
+@strict
 class VanillaTransformerConfig(PreTrainedConfig):
     r"""
     Configuration of [`VanillaTransformerModel`] / [`VanillaTransformerForConditionalGeneration`].
@@ -130,8 +128,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
 
     Args:
         vocab_size: size of the (shared) vocabulary; the encoder's vocabulary when untied.
-        decoder_vocab_size: size of the decoder's vocabulary; `None` means `vocab_size`. Must equal
-            `vocab_size` when `share_encoder_decoder_embeddings` is on.
+        decoder_vocab_size: size of the decoder's vocabulary; `None` means `vocab_size`. With
+            `share_encoder_decoder_embeddings` there is one vocabulary: a model built from the configuration
+            sets this to `vocab_size` (so that setting `vocab_size` alone, as resizing does, keeps one model).
         d_model: width of every sublayer output (d_model in the paper).
         encoder_layers / decoder_layers: N in the paper.
         encoder_attention_heads / decoder_attention_heads: h in the paper.
@@ -173,14 +172,16 @@ class VanillaTransformerConfig(PreTrainedConfig):
     The generic transformers names are aliases (`attribute_map`), for reading and for building:
     `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
     `encoder_layers`, the encoder's values only: the decoder keeps its own `decoder_attention_heads` and
-    `decoder_layers` (8 and 6 by default), so `num_attention_heads=4` leaves the decoder with 8 heads.
+    `decoder_layers` (8 and 6 by default), so `num_attention_heads=4` leaves the decoder with 8 heads. A field
+    given both by its name and by its alias is refused.
 
-    A configuration that cannot build a working model raises `ValueError`, whichever names build it (keywords,
-    `from_pretrained` overrides, `AutoConfig.for_model`). A field set after construction is checked on its own
-    at once (`config.dropout = 1.5` raises); how fields combine (`d_model` divisible by the head counts, one
-    vocabulary when shared) is checked when a model is built from the configuration and by `save_pretrained`,
-    so that fields can be edited one at a time through states that do not fit together yet (and
-    `resize_token_embeddings`, which sets `vocab_size` alone, keeps working).
+    The configuration is a `@strict` dataclass, as transformers' own are: each field is checked alone whenever
+    it is set (`config.dropout = 1.5` raises `StrictDataclassFieldValidationError`), and how fields combine
+    (`d_model` divisible by the head counts, one vocabulary when shared) is checked by
+    `validate_architecture` at construction (`StrictDataclassClassValidationError`; `ValueError` when
+    aliases were given, naming their reach), when a model is built from the configuration and by
+    `save_pretrained`, so that fields can be edited one at a time through states that do not fit together
+    yet. Both errors name the values and the fix.
     """
 
     model_type: ClassVar[str] = "vanilla_transformer"
@@ -193,32 +194,32 @@ class VanillaTransformerConfig(PreTrainedConfig):
         "num_hidden_layers": "encoder_layers",
     }
 
-    vocab_size: int = 37000
-    decoder_vocab_size: int | None = None
-    d_model: int = 512
-    encoder_layers: int = 6
-    decoder_layers: int = 6
-    encoder_attention_heads: int = 8
-    decoder_attention_heads: int = 8
-    encoder_ffn_dim: int = 2048
-    decoder_ffn_dim: int = 2048
+    vocab_size: int = _positive(37000)
+    decoder_vocab_size: int | None = _positive(None)
+    d_model: int | None = _positive(None)  # None: 512, the paper's (see _ALIASED_DEFAULTS)
+    encoder_layers: int | None = _positive(None)  # None: 6
+    decoder_layers: int = _positive(6)
+    encoder_attention_heads: int | None = _positive(None)  # None: 8
+    decoder_attention_heads: int = _positive(8)
+    encoder_ffn_dim: int = _positive(2048)
+    decoder_ffn_dim: int = _positive(2048)
     activation_function: str = "relu"
-    dropout: float = 0.1
-    attention_dropout: float = 0.0
-    activation_dropout: float = 0.0
-    max_position_embeddings: int = 1024
-    position_embedding_type: str = "sinusoidal"
-    sinusoid_layout: str = "interleaved"
+    dropout: float | int = _probability_field(0.1)
+    attention_dropout: float | int = _probability_field(0.0)
+    activation_dropout: float | int = _probability_field(0.0)
+    max_position_embeddings: int = _positive(1024)
+    position_embedding_type: str = validated_field(_choice(POSITION_EMBEDDING_TYPES), default="sinusoidal")
+    sinusoid_layout: str = validated_field(_choice(SINUSOID_LAYOUTS), default="interleaved")
     normalize_before: bool = False
     scale_embedding: bool = True
     share_encoder_decoder_embeddings: bool = True
     tie_word_embeddings: bool = True
     output_bias: bool = False
-    label_smoothing: float = 0.1
+    label_smoothing: float | int = _probability_field(0.1)
     layer_norm_eps: float = 1e-5
     init_std: float | None = None
-    init_method: str = "fairseq"
-    task: str | None = None
+    init_method: str = validated_field(_choice(INIT_METHODS), default="fairseq")
+    task: str | None = validated_field(_optional(_choice(MODEL_TASKS)), default=None)
     use_cache: bool = True
     is_encoder_decoder: bool = True
     # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.
@@ -233,61 +234,48 @@ class VanillaTransformerConfig(PreTrainedConfig):
         aliases = {alias: kwargs.pop(alias) for alias in self.attribute_map if alias in kwargs}
         for alias, value in aliases.items():
             name = self.attribute_map[alias]
-            default = self.__dataclass_fields__[name].default
             current = getattr(self, name)
-            if current != default and current != value:
+            if current is not None and current != value:
                 raise ValueError(
                     f"Got both `{name}={current!r}` and its alias `{alias}={value!r}`; pass only one of them."
                 )
-            setattr(self, name, value)
+            try:
+                setattr(self, name, value)
+            except StrictDataclassFieldValidationError as error:
+                raise ValueError(
+                    f"`{name}` {error.__cause__} (Given by alias: {_ALIAS_NOTES[alias]}.)"
+                ) from None
+        for name, default in _ALIASED_DEFAULTS.items():
+            if getattr(self, name) is None:
+                setattr(self, name, default)
         if self.decoder_vocab_size is None:
             self.decoder_vocab_size = self.vocab_size
-        try:
-            self._validate()
-        except ValueError as error:
-            if not aliases:
-                raise
-            given = "; ".join(_ALIAS_NOTES[alias] for alias in aliases)
-            raise ValueError(f"{error} (Given by alias: {given}.)") from None
+        if aliases:
+            # `@strict` checks the architecture once this method returns; an alias's reach is named here.
+            try:
+                self.validate_architecture()
+            except ValueError as error:
+                given = "; ".join(_ALIAS_NOTES[alias] for alias in aliases)
+                raise ValueError(f"{error} (Given by alias: {given}.)") from None
         super().__post_init__(**kwargs)
-        # From here on a field is checked as it is set. The flag is ours, not the base class's private one, so
-        # that a transformers release renaming that cannot turn the checks off; `to_dict` leaves it out.
-        self.__dict__[_CHECKING_FIELDS] = True
-
-    def __setattr__(self, key: str, value: Any) -> None:
-        name = self.attribute_map.get(key, key)
-        # While the dataclass is being built, fields are set one by one and `__post_init__` checks them all.
-        checking = self.__dict__.get(_CHECKING_FIELDS, False)
-        if name in _FIELD_CHECKS and checking:
-            _FIELD_CHECKS[name](name, value)
-        super().__setattr__(key, value)
-        # One shared vocabulary has one size: the decoder's follows (as Marian derives it), so that setting
-        # `vocab_size` alone, as transformers' common tests and `resize_token_embeddings` do, keeps one model.
-        if name == "vocab_size" and checking and self.share_encoder_decoder_embeddings:
-            super().__setattr__("decoder_vocab_size", value)
-
-    def to_dict(self) -> dict[str, Any]:
-        output = super().to_dict()
-        output.pop(_CHECKING_FIELDS, None)
-        return output
 
     @classmethod
     def from_dict(cls, config_dict: dict[str, Any], **kwargs: Any):
         result = super().from_dict(config_dict, **kwargs)
-        # `from_pretrained(..., hidden_size=64)` sets keyword overrides one by one after construction: check
-        # how they combine once all are set.
-        (result[0] if isinstance(result, tuple) else result)._validate()
+        # `from_pretrained(..., hidden_size=64)` sets keyword overrides one by one after construction, each
+        # checked alone: check how they combine once all are set.
+        (result[0] if isinstance(result, tuple) else result).validate()
         return result
 
-    def validate(self) -> None:
-        """Called by `save_pretrained`: the base class's checks, then this model's (see `_validate`)."""
-        super().validate()
-        self._validate()
-
-    def _validate(self) -> None:
-        """Reject configurations that cannot build a working model, naming the values and the fix."""
-        for name, check in _FIELD_CHECKS.items():
-            check(name, getattr(self, name))
+    def validate_architecture(self) -> None:
+        """Part of `@strict`'s validation (at construction, `save_pretrained` and when a model is built):
+        reject configurations that cannot build a working model, naming the values and the fix. Each field
+        is checked alone as it is set; an alias (`config.hidden_size = ...`) is checked here."""
+        for name in _ALIASED_DEFAULTS:
+            try:
+                _positive_int(getattr(self, name))
+            except ValueError as error:
+                raise ValueError(f"`{name}` {error}") from None
         for side in ("encoder", "decoder"):
             heads = getattr(self, f"{side}_attention_heads")
             if self.d_model % heads != 0:

@@ -8,7 +8,7 @@ import pytest
 import torch
 from transformers import CompileConfig
 
-from hf_vanilla_transformer.benchmarks import harness
+from hf_vanilla_transformer.benchmarks import fairseq_logs, harness
 from hf_vanilla_transformer.benchmarks.harness import (
     COMPILED_GENERATION_TASKS,
     CTRANSLATE2_ENGINES,
@@ -158,4 +158,40 @@ def test_seed_comparison_script_refuses_an_arm_without_a_name_in_one_line(tmp_pa
         "error: --arm 'dropout 0.3': give name=options, e.g. 'baseline=' or "
         "'dropout3=--config_overrides ...'."
     ]
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_fairseq_output_read_in_input_order_and_losses_in_nats():
+    generate = "S-1\tein Hund\nH-1\t-0.5\ta dog\nD-1\t-0.5\ta dog\nD-0\t-0.2\tTwo men .\n"
+    assert fairseq_logs.read_hypotheses(generate, 2) == ["Two men .", "a dog"]
+    with pytest.raises(ValueError, match="no hypothesis for 1 of 3 inputs \\(the first: 2\\)"):
+        fairseq_logs.read_hypotheses(generate, 3)
+    line = (
+        "2026-11-26 18:40:00 | INFO | valid | epoch {epoch} | valid on 'valid' subset | loss {loss} | "
+        "nll_loss 5.1 | ppl 34.3 | wps 9000 | wpb 6500 | bsz 500 | num_updates {updates} | best_loss {loss}"
+    )
+    log = "\n".join(
+        [
+            line.format(epoch="004", loss="4.5", updates=400),
+            "2026-11-26 18:40:01 | INFO | train_inner | epoch 004: 50 / 125 loss=4.9, num_updates=450",
+            line.format(epoch="002", loss="6", updates=200),
+        ]
+    )
+    curve = fairseq_logs.validation_curve(log)
+    assert [update for update, _ in curve] == [200, 400]
+    assert curve[0][1] == pytest.approx(6 * 0.693147, rel=1e-5) and curve[1][1] == pytest.approx(3.119162)
+
+
+def test_seed_comparison_script_refuses_fairseq_beside_another_recipe_in_one_line(tmp_path):
+    script = Path(__file__).resolve().parents[1] / "scripts" / "benchmarks" / "multi30k_seeds.py"
+    recipe = "scripts/recipes/multi30k_de_en.yaml"
+    result = run_script_file(script, "--arm", "a=", "--fairseq_arm", "fs", "--recipe", recipe, cwd=tmp_path)
+    assert result.returncode == 2
+    assert result.stderr.strip().splitlines() == [
+        "error: --fairseq_arm trains fairseq with multi30k_de_en_paper.yaml's model and schedule "
+        "(fairseq_train.sh); --recipe scripts/recipes/multi30k_de_en.yaml would compare different recipes. "
+        "Give --recipe scripts/recipes/multi30k_de_en_paper.yaml."
+    ]
+    result = run_script_file(script, "--arm", "fs=", "--fairseq_arm", "fs", cwd=tmp_path)
+    assert result.returncode == 2 and "'fs' is also an --arm name" in result.stderr
     assert not (tmp_path / "outputs").exists()

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from huggingface_hub.errors import StrictDataclassClassValidationError
 
 from hf_vanilla_transformer import VanillaTransformerConfig
 from hf_vanilla_transformer.cli import DEBUG_VARIABLE, is_user_error, run_script
@@ -155,7 +156,7 @@ def test_user_errors_and_bugs_are_told_apart():
     def deep_value_error():
         int("not a number")  # a ValueError, but raised outside the package
 
-    with pytest.raises(ValueError) as caught:
+    with pytest.raises(StrictDataclassClassValidationError) as caught:
         bad_configuration()
     assert is_user_error(caught.value)
     with pytest.raises(SystemExit) as exit_info:

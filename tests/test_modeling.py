@@ -4,6 +4,7 @@ import copy
 
 import pytest
 import torch
+from huggingface_hub.errors import StrictDataclassFieldValidationError
 from transformers import AutoConfig, CompileConfig, EncoderDecoderCache
 
 from hf_vanilla_transformer import (
@@ -11,9 +12,13 @@ from hf_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     shift_tokens_right,
 )
+from hf_vanilla_transformer.cli import CONFIG_ERRORS as STRICT_ERRORS
 from hf_vanilla_transformer.modeling_vanilla_transformer import CACHE_FIELD, sinusoidal_position_table
 
 from .conftest import TINY_VOCAB, tiny_config
+
+# A configuration's refusals: `@strict`'s errors, or a `ValueError` where an alias's reach is named.
+CONFIG_ERRORS = (ValueError, *STRICT_ERRORS)
 
 
 def _teacher_forced_logits(model, batch, sequences):
@@ -354,14 +359,16 @@ def test_paper_defaults():
         ({"d_model": 30, "encoder_attention_heads": 4}, r"`d_model` \(30\).*`encoder_attention_heads` \(4\)"),
         ({"decoder_attention_heads": 5}, r"`decoder_attention_heads` \(5\)"),
         ({"decoder_vocab_size": 99}, r"`vocab_size` is 40 and `decoder_vocab_size` is 99"),
-        ({"position_embedding_type": "rotary"}, r"'rotary'"),
-        ({"dropout": 1.5}, r"`dropout`.*1.5"),
-        ({"encoder_layers": 0}, r"`encoder_layers`.*0"),
+        ({"position_embedding_type": "rotary"}, r"field 'position_embedding_type'.*'rotary'"),
+        ({"dropout": 1.5}, r"field 'dropout'.*must be in \[0, 1\), got 1.5"),
+        ({"encoder_layers": 0}, r"field 'encoder_layers'.*must be a positive integer, got 0"),
         ({"pad_token_id": 40}, r"`pad_token_id` \(40\)"),
     ],
 )
-def test_bad_config_raises_value_error_naming_values(overrides, message):
-    with pytest.raises(ValueError, match=message):
+def test_bad_config_raises_naming_values(overrides, message):
+    # transformers' configurations are `@strict` dataclasses: a field is refused as it is set, a combination
+    # by `validate_architecture` once all are set; both errors name the field and the values.
+    with pytest.raises(CONFIG_ERRORS, match=f"(?s){message}"):
         tiny_config(**overrides)
 
 
@@ -402,7 +409,7 @@ def test_aliases_set_what_the_docstring_says():
     assert (config.decoder_attention_heads, config.decoder_layers) == (8, 6)  # the decoder's own values
     # A preset override given by alias replaces the preset's field instead of clashing with it.
     assert VanillaTransformerConfig.from_preset("transformer-tiny", hidden_size=64).d_model == 64
-    with pytest.raises(ValueError, match=r"`d_model` \(30\).*`encoder_attention_heads` \(4\)"):
+    with pytest.raises(CONFIG_ERRORS, match=r"`d_model` \(30\).*`encoder_attention_heads` \(4\)"):
         VanillaTransformerConfig.from_preset("transformer-tiny", hidden_size=30)
 
 
@@ -410,33 +417,40 @@ def test_from_pretrained_overrides_by_alias_are_validated(tmp_path):
     tiny_config().save_pretrained(tmp_path)
     assert AutoConfig.from_pretrained(tmp_path, hidden_size=64).d_model == 64
     with pytest.raises(
-        ValueError, match=r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\)"
+        CONFIG_ERRORS, match=r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\)"
     ):
         AutoConfig.from_pretrained(tmp_path, hidden_size=30)
 
 
 def test_setting_fields_after_construction_is_validated(tmp_path):
     config = tiny_config()
-    # A field that is wrong on its own is rejected when set, by its name or its alias, and left unchanged.
+    # A field that is wrong on its own is rejected when set by its name, and left unchanged.
     for name, value, message in [
-        ("num_attention_heads", 0, r"`encoder_attention_heads` must be a positive integer, got 0"),
-        ("num_hidden_layers", 1.5, r"`encoder_layers` must be a positive integer, got 1.5"),
-        ("hidden_size", -32, r"`d_model` must be a positive integer, got -32"),
-        ("dropout", 1.5, r"`dropout` must be in \[0, 1\), got 1.5"),
-        ("position_embedding_type", "rotary", r"'rotary'"),
+        ("encoder_attention_heads", 0, r"field 'encoder_attention_heads'.*must be a positive integer, got 0"),
+        ("encoder_layers", 1.5, r"field 'encoder_layers'.*expected int"),
+        ("d_model", -32, r"field 'd_model'.*must be a positive integer, got -32"),
+        ("dropout", 1.5, r"field 'dropout'.*must be in \[0, 1\), got 1.5"),
+        ("position_embedding_type", "rotary", r"field 'position_embedding_type'.*'rotary'"),
     ]:
         before = getattr(config, name)
-        with pytest.raises(ValueError, match=message):
+        with pytest.raises(StrictDataclassFieldValidationError, match=f"(?s){message}"):
             setattr(config, name, value)
         assert getattr(config, name) == before
+    # Set by an alias (transformers' `attribute_map` writes past the field's check), it is refused before a
+    # model is built from it, and before it is saved.
+    config.hidden_size = -32
+    with pytest.raises(CONFIG_ERRORS, match=r"`d_model` must be a positive integer, got -32"):
+        VanillaTransformerForConditionalGeneration(config)
+    with pytest.raises(CONFIG_ERRORS, match=r"`d_model` must be a positive integer, got -32"):
+        config.save_pretrained(tmp_path)
     # Fields that only fail together can be edited one at a time; the combination is checked before a model
     # is built from it, and before it is saved.
     config.hidden_size = 30
     with pytest.raises(
-        ValueError, match=r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\)"
+        CONFIG_ERRORS, match=r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\)"
     ):
         VanillaTransformerForConditionalGeneration(config)
-    with pytest.raises(ValueError, match=r"`d_model` \(30\)"):
+    with pytest.raises(CONFIG_ERRORS, match=r"`d_model` \(30\)"):
         config.save_pretrained(tmp_path)
     config.update({"num_attention_heads": 5, "decoder_attention_heads": 5})
     model = VanillaTransformerForConditionalGeneration(config)
@@ -580,7 +594,10 @@ def test_halves_layout_is_marians_sinusoid_table_and_the_paper_default_is_interl
     table = model.model.encoder.embed_positions.weight
     torch.testing.assert_close(table, sinusoidal_position_table(*table.shape, "halves"))
     assert VanillaTransformerForConditionalGeneration(tiny_config()).config.sinusoid_layout == "interleaved"
-    with pytest.raises(ValueError, match=r"Unknown `sinusoid_layout` 'cosines-first'; expected one of"):
+    with pytest.raises(
+        StrictDataclassFieldValidationError,
+        match=r"(?s)field 'sinusoid_layout'.*unknown value 'cosines-first'; expected one of",
+    ):
         tiny_config(sinusoid_layout="cosines-first")
 
 
@@ -624,18 +641,20 @@ def test_fairseq_initialisation_scales_qkv_and_leaves_the_feed_forward_at_torchs
             1, rel=0.03
         )
     with pytest.raises(
-        ValueError, match=r"Unknown `init_method` 'kaiming'; expected one of \('xavier', 'fairseq'\)"
+        StrictDataclassFieldValidationError,
+        match=r"(?s)field 'init_method'.*unknown value 'kaiming'; expected one of \('xavier', 'fairseq'\)",
     ):
         tiny_config(init_method="kaiming")
 
 
 def test_decoder_vocabulary_follows_a_shared_vocabulary_set_alone():
     """transformers' common test `test_resize_tokens_embeddings` sets `config.vocab_size` alone and builds the
-    model: with one shared vocabulary there is one size, as Marian derives it."""
+    model: with one shared vocabulary there is one size, as Marian sizes it."""
     config = tiny_config()
     config.vocab_size = 4
-    assert config.decoder_vocab_size == 4
     assert VanillaTransformerForConditionalGeneration(config).lm_head.weight.shape[0] == 4
+    assert config.decoder_vocab_size == 4
     separate = tiny_config(share_encoder_decoder_embeddings=False, decoder_vocab_size=50)
     separate.vocab_size = 4
+    assert VanillaTransformerForConditionalGeneration(separate).lm_head.weight.shape[0] == 50
     assert separate.decoder_vocab_size == 50  # separate vocabularies keep their own sizes

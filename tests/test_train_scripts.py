@@ -323,6 +323,21 @@ def test_accelerate_two_cpu_processes_shard_data_and_agree(translation_data, tmp
     assert (tmp_path / "two" / "final" / "pipeline_seq2seq.py").exists()
 
 
+def test_accelerate_loop_refuses_the_trainers_options_it_would_ignore(translation_data, tmp_path):
+    options = [str(RECIPE), *_tiny(translation_data), "--max_tokens", "200"]
+    options += ["--output_dir", str(tmp_path / "o")]
+    result = run_script_file(
+        ROOT / "scripts" / "train_accelerate.py", *options, "--gradient_checkpointing", "true",
+        "--torch_compile", "true", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == (
+        "error: The Accelerate loop does not do --gradient_checkpointing, --torch_compile: drop them, or "
+        "train with scripts/train.py (the Trainer does)."
+    )
+    assert not (tmp_path / "o").exists()
+
+
 @pytest.mark.parametrize("name", ["multi_gpu", "fsdp", "multi_node"])
 def test_shipped_accelerate_configs_load(name):
     from accelerate.commands.config.config_args import ClusterConfig

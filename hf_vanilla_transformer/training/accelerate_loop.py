@@ -18,12 +18,14 @@ mixed precision (`bf16`/`fp16`, or the launcher's setting), gradient all-reduce,
 training state (`save_state` into `state-<step>` every `save_steps`, `load_state` when
 `resume_from_checkpoint` names one). Runs unchanged on one CPU, several CPU processes, one or many GPUs, or
 several nodes. It does not evaluate: the evaluation and generation options are the Trainer's; score the saved
-folder with `scripts/evaluate_model.py`.
+folder with `scripts/evaluate_model.py`. The Trainer's options it has no counterpart for are refused, not
+dropped (`check_options`).
 """
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import itertools
 import logging
 import math
@@ -258,6 +260,45 @@ def save_training_state(accelerator: Accelerator, output_dir: Path, step: int, k
     return folder
 
 
+# Training options of `TrainingArguments` that the Trainer honours and this loop does not have. Set to
+# anything but their default, they are refused rather than dropped: the run would not be the one asked for.
+UNSUPPORTED_OPTIONS = (
+    "gradient_checkpointing",
+    "torch_compile",
+    "push_to_hub",
+    "label_smoothing_factor",
+    "neftune_noise_alpha",
+    "auto_find_batch_size",
+    "group_by_length",
+    "deepspeed",
+    "torch_empty_cache_steps",
+)
+
+
+def check_options(args: TrainingArguments) -> None:
+    """Refuse the options this loop would ignore (`UNSUPPORTED_OPTIONS`), naming them; say once that the
+    evaluation options (which the recipes set for the Trainer) go unused."""
+    defaults = {field.name: field.default for field in dataclasses.fields(args)}
+    given = [
+        name
+        for name in UNSUPPORTED_OPTIONS
+        if name in defaults and getattr(args, name) not in (defaults[name], None, False, "", [])
+    ]
+    if given:
+        options = ", ".join(f"--{name}" for name in given)
+        them = "it" if len(given) == 1 else "them"
+        raise ValueError(
+            f"The Accelerate loop does not do {options}: drop {them}, or train with scripts/train.py (the "
+            "Trainer does)."
+        )
+    if args.eval_strategy != "no":
+        logger.warning(
+            "The Accelerate loop does not evaluate during training: eval_strategy %r and the other "
+            "evaluation options go unused. Score the saved folder with scripts/evaluate_model.py.",
+            str(args.eval_strategy),
+        )
+
+
 def run_accelerate_training(
     model_args,
     data_args,
@@ -269,6 +310,7 @@ def run_accelerate_training(
         raise ValueError(
             "The Accelerate loop batches by token budget: set `max_tokens` (e.g. --max_tokens 4096)."
         )
+    check_options(training_args)
     tokenizer, datasets_, model = prepare_training(model_args, data_args, recipe_args, training_args)
     return train_loop(
         model,

@@ -437,9 +437,14 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _can_compile_fullgraph = True
 
     def __init__(self, config: VanillaTransformerConfig, *inputs, **kwargs):
+        # One shared vocabulary has one size, `vocab_size`: the decoder's follows it (Marian sizes its decoder
+        # by `vocab_size` when shared), so that a configuration whose `vocab_size` was set alone, as
+        # transformers' common tests and resizing do, builds one model.
+        if config.share_encoder_decoder_embeddings:
+            config.decoder_vocab_size = config.vocab_size
         # A configuration checks each field alone when it is set after construction; how the fields combine
-        # (heads dividing d_model, one vocabulary when shared) is checked here, before any layer is sized.
-        config._validate()
+        # (heads dividing d_model) is checked here, before any layer is sized.
+        config.validate()
         super().__init__(config, *inputs, **kwargs)
 
     @classmethod

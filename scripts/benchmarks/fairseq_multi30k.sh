@@ -9,65 +9,26 @@
 #
 #   bash scripts/benchmarks/fairseq_multi30k.sh [MINUTES]          # default 25; writes outputs/fairseq-vs-ours-<M>min
 #
-# Run it in this package's environment, after the data and tokenizer steps of scripts/recipes/multi30k_de_en.sh
-# (outputs/data/multi30k-de-en, outputs/tokenizers/multi30k-de-en-bpe8k). fairseq gets a virtual environment
-# of its own (its pins clash with this package's), made on first use at $FAIRSEQ_VENV (outputs/fairseq-venv):
-# fairseq-fixed 0.12.3.1, a maintained fairseq 0.12 sdist, builds on Python 3.11 against the same torch when
-# cython, numpy, wheel and setuptools<70 are installed first and it is built without build isolation (about 5
-# minutes). fairseq-generate loads its own checkpoints unpickling them whole, which torch >= 2.6 allows only
-# with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1: it reads only the files this script's fairseq run wrote.
+# Run it in this package's environment, after the data and tokenizer steps of scripts/recipes/multi30k_de_en.sh;
+# fairseq_prepare.sh makes fairseq's environment (on first use) and its data, fairseq_train.sh holds its side
+# of the recipe. fairseq-generate loads its own checkpoints unpickling them whole, which torch >= 2.6 allows
+# only with TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD=1: it reads only the files this script's fairseq run wrote.
 set -euo pipefail
 MINUTES=${1:-25}
 OUT=outputs/fairseq-vs-ours-${MINUTES}min
 DATA=outputs/data/multi30k-de-en
-TOKENIZER=outputs/tokenizers/multi30k-de-en-bpe8k
 FAIRSEQ_VENV=${FAIRSEQ_VENV:-outputs/fairseq-venv}
 FS=$FAIRSEQ_VENV/bin
 THREADS=${THREADS:-2}
-PEAK=$(python -c "from hf_vanilla_transformer.training import paper_peak_learning_rate as p; print(0.5 * p(256, 600))")
 mkdir -p "$OUT"
 
-if [ ! -x "$FS/fairseq-train" ]; then
-    TORCH=$(python -c "import torch; print(torch.__version__.split('+')[0])")
-    python -m venv "$FAIRSEQ_VENV"
-    "$FS/pip" install "torch==$TORCH" cython numpy
-    "$FS/pip" install "setuptools<70" wheel  # alone: torch asks for a newer setuptools than fairseq builds with
-    "$FS/pip" install --no-build-isolation "fairseq-fixed==0.12.3.1"
-fi
-
-# Our tokenizer's pieces, one sentence a line, for fairseq (its own </s> is appended as ours is).
-python - "$DATA" "$TOKENIZER" "$OUT/pieces" <<'EOF'
-import sys
-from pathlib import Path
-
-from datasets import load_from_disk
-from transformers import AutoTokenizer
-
-data, tokenizer, out = load_from_disk(sys.argv[1]), AutoTokenizer.from_pretrained(sys.argv[2]), Path(sys.argv[3])
-out.mkdir(parents=True, exist_ok=True)
-for split, name in (("train", "train"), ("validation", "valid"), ("test", "test")):
-    pairs = data[split]["translation"]
-    for lang in ("de", "en"):
-        lines = [" ".join(tokenizer.tokenize(pair[lang])) for pair in pairs]
-        (out / f"{name}.{lang}").write_text("\n".join(lines) + "\n", encoding="utf-8")
-EOF
-rm -rf "$OUT/data-bin"
-"$FS/fairseq-preprocess" --source-lang de --target-lang en --joined-dictionary --workers "$THREADS" \
-    --trainpref "$OUT/pieces/train" --validpref "$OUT/pieces/valid" --testpref "$OUT/pieces/test" \
-    --destdir "$OUT/data-bin" > "$OUT/fairseq-preprocess.log"
+bash scripts/benchmarks/fairseq_prepare.sh "$OUT"
 
 # fairseq, MINUTES of training (--stop-time-hours counts training time and saves when it stops).
 rm -rf "$OUT/fairseq"
-OMP_NUM_THREADS=$THREADS "$FS/fairseq-train" "$OUT/data-bin" --cpu --seed 0 --num-workers 0 \
-    --arch transformer --share-all-embeddings --encoder-layers 3 --decoder-layers 3 \
-    --encoder-embed-dim 256 --decoder-embed-dim 256 --encoder-ffn-embed-dim 1024 --decoder-ffn-embed-dim 1024 \
-    --encoder-attention-heads 8 --decoder-attention-heads 8 --dropout 0.1 \
-    --criterion label_smoothed_cross_entropy --label-smoothing 0.1 \
-    --optimizer adam --adam-betas "(0.9, 0.98)" --adam-eps 1e-9 --clip-norm 0 \
-    --lr "$PEAK" --lr-scheduler inverse_sqrt --warmup-updates 600 --warmup-init-lr 0 --max-tokens 4096 \
+OMP_NUM_THREADS=$THREADS bash scripts/benchmarks/fairseq_train.sh "$OUT/data-bin" "$OUT/fairseq" --seed 0 \
     --stop-time-hours "$(python -c "print($MINUTES / 60)")" --max-epoch 10000 --disable-validation \
-    --save-dir "$OUT/fairseq" --save-interval-updates 200 --keep-interval-updates 5 --no-epoch-checkpoints \
-    --log-format simple --log-interval 50 > "$OUT/fairseq-train.log" 2>&1
+    --save-interval-updates 200 --keep-interval-updates 5 --no-epoch-checkpoints > "$OUT/fairseq-train.log" 2>&1
 
 # The last 5 checkpoints averaged: the final one (checkpoint_last.pt) and up to 4 interval ones before it, as
 # scripts/average_checkpoints.py averages ours (fairseq's own averaging script is not in its package).
@@ -115,16 +76,13 @@ from pathlib import Path
 
 from datasets import load_from_disk
 
+from hf_vanilla_transformer.benchmarks.fairseq_logs import read_hypotheses
 from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
 
 out, data = Path(sys.argv[1]), load_from_disk(sys.argv[2])
 references = [pair["en"] for pair in data["test"]["translation"]]
-hypotheses = {}
-for line in (out / "fairseq-test.out").read_text(encoding="utf-8").splitlines():
-    if line.startswith("D-"):  # detokenised hypothesis: D-<id>\t<score>\t<text>
-        index, _, text = line[2:].split("\t", 2)
-        hypotheses[int(index)] = text.strip()
-fairseq_predictions = [hypotheses[i] for i in range(len(references))]
+fairseq_output = (out / "fairseq-test.out").read_text(encoding="utf-8")
+fairseq_predictions = read_hypotheses(fairseq_output, len(references))
 report = json.loads(next((out / "ours" / "averaged").glob("eval-test-beam4-*.json")).read_text())
 ours_predictions = [example["prediction"] for example in report["examples"]]
 assert [example["reference"] for example in report["examples"]] == references

@@ -12,15 +12,22 @@ and drawn for every run in one PNG.
         --batch_order source_length --batch_size_multiple 8"
 
 (the comparison in docs/experiments/multi30k.md: the package as it was against fairseq's initialisation and
-batches, both now the defaults of the Multi30k recipes.)
+batches, both now the defaults of the Multi30k recipes.) `--fairseq_arm NAME` adds fairseq 0.12 itself as the
+first arm, the baseline: the same pieces, model and schedule (`fairseq_train.sh`), the same updates and seeds,
+validation on the same pairs, its last checkpoint decoded by `fairseq-generate` with the same beam and length
+penalty and scored by the same metric. The parity table in docs/benchmarks.md:
+
+    python scripts/benchmarks/multi30k_seeds.py --max_steps 800 --seeds 0 1 \
+        --output_dir outputs/seeds-multi30k --fairseq_arm fairseq-0.12 --arm "ours="
 
 `--arm` takes every arm, each `name=options`: `scripts/train.py` options added to the recipe (split as a
 shell splits them; an empty `options` is the recipe as it is). Runs go `--parallel` at a time, each on its
 share of the cores; at equal updates a run's result does not depend on the machine's load, only its duration
-does (single-threaded runs are deterministic). A run whose `final/` folder exists is not trained again, and a
-scored run is not scored again, so an interrupted comparison continues where it stopped; a run folder
-without `final/` is refused (delete it to train it again). Needs the data and tokenizer steps of
-scripts/recipes/multi30k_de_en.sh first.
+does (single-threaded runs are deterministic). A finished run (`final/`, or fairseq's `checkpoint_last.pt`) is
+not trained again, and a scored run is not scored again, so an interrupted comparison continues where it
+stopped; an unfinished run folder is refused (delete it to train it again). Needs the data and tokenizer steps
+of scripts/recipes/multi30k_de_en.sh first; the fairseq arm makes its environment on first use
+(`fairseq_prepare.sh`, about 5 minutes).
 """
 
 import json
@@ -32,6 +39,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import yaml
+from datasets import load_from_disk
+
+from hf_vanilla_transformer.benchmarks import fairseq_logs
 from hf_vanilla_transformer.benchmarks.seed_comparison import (
     compare_arms,
     format_comparison,
@@ -39,8 +50,12 @@ from hf_vanilla_transformer.benchmarks.seed_comparison import (
     validation_curve,
 )
 from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
 
 REPORT = "eval-test-beam4-lp0.6.json"
+FAIRSEQ_SCORES = "scores.json"  # a fairseq run's test scores, in the metric names of REPORT
+# fairseq_train.sh holds this recipe's model and schedule for fairseq; no other recipe is translated for it.
+FAIRSEQ_RECIPE = "multi30k_de_en_paper.yaml"
 
 
 @dataclass
@@ -59,6 +74,10 @@ class SeedArguments:
         default="outputs/seeds-multi30k", metadata={"help": "One folder per run, and the report."}
     )
     dataset: str = field(default="outputs/data/multi30k-de-en", metadata={"help": "Tokenized by the recipe."})
+    fairseq_arm: str | None = field(
+        default=None,
+        metadata={"help": f"Also train fairseq 0.12 as this arm, the baseline (recipe {FAIRSEQ_RECIPE})."},
+    )
 
 
 def parse_arms(items: list[str]) -> dict[str, list[str]]:
@@ -125,29 +144,102 @@ def train_and_score(args: SeedArguments, run_dir: Path, options: list[str], seed
         run_logged(command, run_dir / "evaluate.log", env)
 
 
+def prepare_fairseq(args: SeedArguments, output: Path) -> Path:
+    """fairseq's environment and our pieces binarised for it, validation cut as the recipe cuts ours."""
+    data = output / "fairseq-data"
+    if not (data / "data-bin").is_dir():
+        valid_examples = yaml.safe_load(Path(args.recipe).read_text()).get("max_eval_examples") or 0
+        command = ["bash", "scripts/benchmarks/fairseq_prepare.sh", str(data), str(valid_examples)]
+        output.mkdir(parents=True, exist_ok=True)
+        run_logged(command, output / "fairseq-prepare.log", dict(os.environ))
+    return data / "data-bin"
+
+
+def train_and_score_fairseq(
+    args: SeedArguments, run_dir: Path, data_bin: Path, seed: int, threads: int
+) -> None:
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
+    if not (run_dir / "checkpoint_last.pt").is_file():
+        if run_dir.exists():
+            raise UsageError(
+                f"{run_dir} exists without checkpoint_last.pt: an interrupted run. Delete it to train it "
+                "again."
+            )
+        # Validation every eval_steps updates and saving only at the end, as our runs above.
+        command = ["bash", "scripts/benchmarks/fairseq_train.sh", str(data_bin), str(run_dir)]
+        command += ["--seed", str(seed), "--max-update", str(args.max_steps)]
+        command += ["--validate-interval-updates", str(args.eval_steps)]
+        command += "--max-epoch 10000 --validate-interval 10000 --save-interval 10000".split()
+        command += "--no-epoch-checkpoints --no-save-optimizer-state".split()
+        run_dir.mkdir(parents=True)
+        run_logged(command, run_dir / "train.log", env)
+    if not (run_dir / FAIRSEQ_SCORES).is_file():
+        fairseq = Path(os.environ.get("FAIRSEQ_VENV", "outputs/fairseq-venv")) / "bin"
+        # fairseq-generate unpickles its checkpoint whole (torch >= 2.6 allows it only with this variable): it
+        # reads only the file the run above wrote.
+        command = [
+            str(fairseq / "fairseq-generate"),
+            str(data_bin),
+            "--path",
+            str(run_dir / "checkpoint_last.pt"),
+        ]
+        command += "--cpu --gen-subset test --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50".split()
+        command += "--batch-size 50 --post-process sentencepiece".split()
+        run_logged(command, run_dir / "test.out", {**env, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+        references = [pair["en"] for pair in load_from_disk(args.dataset)["test"]["translation"]]
+        output = (run_dir / "test.out").read_text(encoding="utf-8")
+        predictions = fairseq_logs.read_hypotheses(output, len(references))
+        scores = load_translation_metric().compute(predictions=predictions, references=references)
+        metrics = {"bleu": scores["score"], "chrf": scores["chrf"]}
+        (run_dir / FAIRSEQ_SCORES).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+
+
 def main() -> None:
     (args,) = parse_arguments(SeedArguments, description=__doc__)
     arms = parse_arms(args.arm)
+    if args.fairseq_arm is not None:
+        if args.fairseq_arm in arms:
+            raise UsageError(
+                f"--fairseq_arm {args.fairseq_arm!r} is also an --arm name; arm names must differ."
+            )
+        if Path(args.recipe).name != FAIRSEQ_RECIPE:
+            raise UsageError(
+                f"--fairseq_arm trains fairseq with {FAIRSEQ_RECIPE}'s model and schedule "
+                f"(fairseq_train.sh); --recipe {args.recipe} would compare different recipes. Give --recipe "
+                f"scripts/recipes/{FAIRSEQ_RECIPE}."
+            )
     output = Path(args.output_dir)
     threads = max(1, (os.cpu_count() or 1) // args.parallel)
-    runs = [(arm, seed) for seed in args.seeds for arm in arms]  # seed-major: early runs compare the arms
+    names = ([args.fairseq_arm] if args.fairseq_arm else []) + list(arms)
+    data_bin = prepare_fairseq(args, output) if args.fairseq_arm else None
+    runs = [(arm, seed) for seed in args.seeds for arm in names]  # seed-major: early runs compare the arms
     with ThreadPoolExecutor(max_workers=args.parallel) as pool:
         futures = [
-            pool.submit(train_and_score, args, output / f"{arm}-seed{seed}", arms[arm], seed, threads)
+            pool.submit(train_and_score_fairseq, args, output / f"{arm}-seed{seed}", data_bin, seed, threads)
+            if arm == args.fairseq_arm
+            else pool.submit(train_and_score, args, output / f"{arm}-seed{seed}", arms[arm], seed, threads)
             for arm, seed in runs
         ]
         for future in futures:
             future.result()
 
     bleu, chrf, curves = {}, {}, {}
-    for arm in arms:
-        reports = [
-            json.loads((output / f"{arm}-seed{seed}" / "final" / REPORT).read_text()) for seed in args.seeds
-        ]
-        bleu[arm] = [report["metrics"]["bleu"] for report in reports]
-        chrf[arm] = [report["metrics"]["chrf"] for report in reports]
-        curves[arm] = [validation_curve(output / f"{arm}-seed{seed}") for seed in args.seeds]
-    baseline = next(iter(arms))
+    for arm in names:
+        run_dirs = [output / f"{arm}-seed{seed}" for seed in args.seeds]
+        if arm == args.fairseq_arm:
+            metrics = [json.loads((run_dir / FAIRSEQ_SCORES).read_text()) for run_dir in run_dirs]
+            curves[arm] = [
+                fairseq_logs.validation_curve((run_dir / "train.log").read_text(encoding="utf-8"))
+                for run_dir in run_dirs
+            ]
+        else:
+            metrics = [
+                json.loads((run_dir / "final" / REPORT).read_text())["metrics"] for run_dir in run_dirs
+            ]
+            curves[arm] = [validation_curve(run_dir) for run_dir in run_dirs]
+        bleu[arm] = [metric["bleu"] for metric in metrics]
+        chrf[arm] = [metric["chrf"] for metric in metrics]
+    baseline = names[0]
     text = "\n\n".join(
         [
             f"{args.max_steps} updates, seeds {', '.join(map(str, args.seeds))}, last checkpoint, "
@@ -157,7 +249,7 @@ def main() -> None:
             "validation loss (first 500 pairs) by update:",
             "\n".join(
                 f"- {arm}, seed {seed}: " + ", ".join(f"{step}: {value:.3f}" for step, value in curve)
-                for arm in arms
+                for arm in names
                 for seed, curve in zip(args.seeds, curves[arm], strict=True)
             ),
         ]

@@ -3,8 +3,7 @@ installed release), for test_common_*.py: our model under them, and MarianMTMode
 that shows the harness itself passes a model transformers ships.
 
 transformers' wheel has no tests; its sdist carries the top-level test modules. They are fetched once per
-installed release from the package index (`pip download --no-binary :all: --no-deps transformers==<version>`,
-about 11 MB)
+installed release from the package index (the sdist, about 11 MB, checked against the index's sha256)
 into $HF_VANILLA_TRANSFORMER_CACHE (default ~/.cache/hf-vanilla-transformer)/transformers-tests/<version>/.
 Where the index cannot be reached the common tests are skipped, naming why, except under CI (`CI` set),
 where that is a failure: CI must run them.
@@ -18,12 +17,15 @@ tested by our own tests (tests/test_modeling.py, every decoding strategy).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import importlib
+import io
+import json
 import os
-import subprocess
 import sys
 import tarfile
 import types
+import urllib.request
 from pathlib import Path, PurePosixPath
 
 import pytest
@@ -39,18 +41,26 @@ def cache_dir() -> Path:
 
 
 def _download(folder: Path) -> None:
-    """The sdist's tests/ folder, unpacked into `folder` / tests (only regular files under tests/)."""
+    """The sdist's tests/ folder, unpacked into `folder` / tests (only regular files under tests/). The file
+    is found through the index's JSON simple API (PEP 691) and checked against the hash the index gives:
+    `pip download` would first build the sdist's metadata, which needs build tools a test venv lacks."""
     version = transformers.__version__
+    name = f"transformers-{version}.tar.gz"
+    index = os.environ.get("PIP_INDEX_URL", "https://pypi.org/simple").rstrip("/")
+    request = urllib.request.Request(
+        f"{index}/transformers/", headers={"Accept": "application/vnd.pypi.simple.v1+json"}
+    )
+    with urllib.request.urlopen(request, timeout=60) as response:
+        files = json.load(response)["files"]
+    entry = next((entry for entry in files if entry["filename"] == name), None)
+    if entry is None:
+        raise OSError(f"{index} lists no {name}.")
+    with urllib.request.urlopen(entry["url"], timeout=600) as response:
+        archive = response.read()
+    if hashlib.sha256(archive).hexdigest() != entry["hashes"]["sha256"]:
+        raise OSError(f"{name} from {entry['url']} does not match the index's sha256.")
     folder.mkdir(parents=True, exist_ok=True)
-    # Without build isolation pip reads the sdist's metadata with the setuptools at hand, instead of first
-    # downloading a fresh one into an isolated environment (minutes on a slow link).
-    command = [sys.executable, "-m", "pip", "download", "--quiet", "--no-binary", ":all:", "--no-deps"]
-    command += ["--no-build-isolation", "--dest", str(folder), f"transformers=={version}"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
-    if result.returncode != 0:
-        raise OSError(f"pip download transformers=={version} failed: {result.stderr.strip()[-500:]}")
-    archive = next(folder.glob("transformers-*.tar.gz"))
-    with tarfile.open(archive) as tar:
+    with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar.getmembers():
             parts = PurePosixPath(member.name).parts
             if not member.isfile() or len(parts) < 3 or parts[1] != "tests" or ".." in parts:
@@ -58,7 +68,6 @@ def _download(folder: Path) -> None:
             target = folder.joinpath(*parts[1:])
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(tar.extractfile(member).read())
-    archive.unlink()
 
 
 def _stand_in(name: str, **attributes) -> None:
@@ -80,7 +89,7 @@ def load_modeling_common() -> types.ModuleType:
             with FileLock(str(folder) + ".lock"):  # one download when test processes start together
                 if not (tests / "test_modeling_common.py").is_file():
                     _download(folder)
-        except (OSError, subprocess.TimeoutExpired) as error:
+        except (OSError, KeyError, ValueError) as error:
             message = f"transformers {transformers.__version__}'s test files could not be fetched: {error}"
             if os.environ.get("CI"):
                 pytest.fail(message, pytrace=False)

@@ -143,7 +143,8 @@ def run_quickstart(args: QuickstartArguments) -> dict:
         max_target_length=256,
         max_tokens=args.max_tokens,
     )
-    recipe_args = RecipeArguments(lr_scale=1.0, max_train_minutes=args.train_minutes)
+    # The quickstart remakes its own folder each time it runs, data and tokenizer included.
+    recipe_args = RecipeArguments(lr_scale=1.0, max_train_minutes=args.train_minutes, overwrite=True)
     training_args = PaperSeq2SeqTrainingArguments(
         output_dir=str(run_dir),
         max_steps=100_000,

@@ -156,7 +156,8 @@ def test_multi30k_recipe_script_trains_averages_and_evaluates_in_the_recipes_fol
     environment = {} if name == "multi30k_de_en" else {"MULTI30K_RECIPE": f"scripts/recipes/{name}.yaml"}
     calls = _multi30k_recipe_calls(tmp_path, **environment)
     out = _parse(RECIPES / f"{name}.yaml")[3].output_dir
-    assert calls[2] == ["scripts/train.py", f"scripts/recipes/{name}.yaml", "--output_dir", out]
+    train = ["scripts/train.py", f"scripts/recipes/{name}.yaml", "--output_dir", out, "--overwrite"]
+    assert calls[2] == train  # the recipe remakes its run
     assert calls[3][:3] == ["scripts/average_checkpoints.py", "--run_dir", out]
     assert [call[call.index("--model") + 1] for call in calls[4:]] == [f"{out}/final", f"{out}/averaged"]
 

@@ -409,3 +409,28 @@ def test_a_time_budgeted_run_shows_minutes_of_its_budget_not_max_steps():
     text = str(bar)
     assert "1.5/6 min of the budget, step 250" in text and "100000" not in text
     callback.on_train_end(None, state, None)
+
+
+def test_training_refuses_an_earlier_runs_output_dir_unless_asked(tmp_path):
+    """A second run into the same output_dir would rotate away the first run's checkpoints and append to its
+    loss log: refused, unless it continues that run or is asked to replace it (and then only the run's own
+    files go)."""
+    run = tmp_path / "run"
+    (run / "checkpoint-200").mkdir(parents=True)
+    (run / LOSS_LOG_NAME).write_text("{}\n")
+    (run / "notes.txt").write_text("mine")
+    args = Seq2SeqTrainingArguments(output_dir=str(run))
+    with pytest.raises(
+        ValueError,
+        match=rf"{run} holds an earlier training run \(checkpoint-200, {LOSS_LOG_NAME}\): pass --overwrite "
+        rf"to replace it, --resume_from_checkpoint {run}/<checkpoint> to continue it, or another "
+        r"--output_dir",
+    ):
+        RecipeArguments().check_output_dir(args)
+    resume = Seq2SeqTrainingArguments(output_dir=str(run), resume_from_checkpoint=str(run / "checkpoint-200"))
+    RecipeArguments().check_output_dir(resume)
+    assert (run / "checkpoint-200").is_dir()
+    RecipeArguments(overwrite=True).check_output_dir(args)
+    assert sorted(path.name for path in run.iterdir()) == ["notes.txt"]
+    RecipeArguments().check_output_dir(args)  # nothing of a run is left to refuse
+    RecipeArguments().check_output_dir(Seq2SeqTrainingArguments(output_dir=str(tmp_path / "new")))

@@ -8,6 +8,7 @@ import dataclasses
 import difflib
 import json
 import logging
+import shutil
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -22,6 +23,7 @@ from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfi
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..tasks import DataArguments, prepare_dataset
 from .budget import TimeBudget
+from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME
 from .schedules import paper_peak_learning_rate
 
 logger = logging.getLogger(__name__)
@@ -45,6 +47,11 @@ class ModelArguments:
         default=None, metadata={"help": "Start from a saved model instead."}
     )
     attn_implementation: str = field(default="sdpa", metadata={"help": "sdpa (default) or eager."})
+
+
+# What a training run writes into its output_dir (both loops): an earlier run's files are not trained over
+# unasked (`RecipeArguments.check_output_dir`).
+RUN_FILES = ("checkpoint-*", "state-*", "final", LOSS_LOG_NAME, LOSS_PLOT_NAME)
 
 
 @dataclass
@@ -77,6 +84,44 @@ class RecipeArguments:
             "budget, whichever comes first (a slow machine may not reach warmup_steps in a short budget)."
         },
     )
+
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "Train into an output_dir that holds an earlier run: its checkpoints, final model and "
+            "loss log are deleted first. Without it such an output_dir is refused (--resume_from_checkpoint "
+            "continues a run instead)."
+        },
+    )
+
+    def check_output_dir(self, training_args: Seq2SeqTrainingArguments) -> None:
+        """Refuse to train into an earlier run's output_dir unless asked (`overwrite`, which then deletes
+        that run's files, and only those), or continuing it (`resume_from_checkpoint`). Otherwise the new
+        run would rotate away the earlier run's checkpoints, append to its loss log and replace its final
+        model."""
+        if training_args.resume_from_checkpoint:
+            return
+        folder = Path(training_args.output_dir)
+        earlier = sorted(
+            path.name
+            for pattern in RUN_FILES
+            for path in (folder.glob(pattern) if folder.is_dir() else [])
+        )
+        if not earlier:
+            return
+        if not self.overwrite:
+            shown = ", ".join(earlier[:4]) + (", ..." if len(earlier) > 4 else "")
+            raise ValueError(
+                f"{folder} holds an earlier training run ({shown}): pass --overwrite to replace it, "
+                f"--resume_from_checkpoint {folder}/<checkpoint> to continue it, or another --output_dir."
+            )
+        for name in earlier:
+            path = folder / name
+            # Every process of a multi-process run may get here; what another already deleted is gone.
+            if path.is_dir():
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                path.unlink(missing_ok=True)
 
     def check(self, training_args: Seq2SeqTrainingArguments) -> None:
         """Refuse a combination that cannot be trained, naming the options to change."""
@@ -270,6 +315,7 @@ def prepare_training(
     from ..saving import check_tokenizer_location
 
     recipe_args.check(training_args)
+    recipe_args.check_output_dir(training_args)
     if not data_args.tokenizer:
         raise ValueError(
             "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "

@@ -30,7 +30,7 @@ python scripts/prepare_translation.py --dataset "$DATA" --source_lang de --targe
     --output_dir outputs/data/multi30k-de-en
 python scripts/train_tokenizer.py --task translation --vocab_size 8000 --overwrite \
     --dataset outputs/data/multi30k-de-en --output_dir outputs/tokenizers/multi30k-de-en-bpe8k
-python scripts/train.py "$RECIPE" --output_dir "$OUT"
+python scripts/train.py "$RECIPE" --output_dir "$OUT" --overwrite
 python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged" --overwrite
 for MODEL in "$OUT/final" "$OUT/averaged"; do
     python scripts/evaluate_model.py --model "$MODEL" --task translation \

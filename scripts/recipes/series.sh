@@ -8,7 +8,7 @@ OUT=outputs/series-50k
 python scripts/generate_series.py --num_examples 50000 --output_dir outputs/data/series-50k
 python scripts/train_tokenizer.py --task series --vocab_size 1000 --overwrite \
     --dataset outputs/data/series-50k --output_dir outputs/tokenizers/series-bpe1k
-python scripts/train.py scripts/recipes/series.yaml
+python scripts/train.py scripts/recipes/series.yaml --overwrite
 python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged" --overwrite
 for MODEL in "$OUT/final" "$OUT/averaged"; do
     python scripts/evaluate_model.py --model "$MODEL" --task series --dataset outputs/data/series-50k \

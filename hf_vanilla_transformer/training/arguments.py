@@ -103,9 +103,7 @@ class RecipeArguments:
             return
         folder = Path(training_args.output_dir)
         earlier = sorted(
-            path.name
-            for pattern in RUN_FILES
-            for path in (folder.glob(pattern) if folder.is_dir() else [])
+            path.name for pattern in RUN_FILES for path in (folder.glob(pattern) if folder.is_dir() else [])
         )
         if not earlier:
             return

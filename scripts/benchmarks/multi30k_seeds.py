@@ -15,10 +15,11 @@ and drawn for every run in one PNG.
 batches, both now the defaults of the Multi30k recipes.) `--fairseq_arm NAME` adds fairseq 0.12 itself as the
 first arm, the baseline: the same pieces, model and schedule (`fairseq_train.sh`), the same updates and seeds,
 validation on the same pairs, its last checkpoint decoded by `fairseq-generate` with the same beam and length
-penalty and scored by the same metric. The parity table in docs/benchmarks.md:
+penalty and scored by the same metric. fairseq beside the recipe as it is (docs/benchmarks.md has the parity
+table, with the two arms above beside fairseq):
 
     python scripts/benchmarks/multi30k_seeds.py --max_steps 800 --seeds 0 1 \
-        --output_dir outputs/seeds-multi30k --fairseq_arm fairseq-0.12 --arm "ours="
+        --output_dir outputs/seeds-parity --fairseq_arm fairseq-0.12 --arm "ours="
 
 `--arm` takes every arm, each `name=options`: `scripts/train.py` options added to the recipe (split as a
 shell splits them; an empty `options` is the recipe as it is). Runs go `--parallel` at a time, each on its

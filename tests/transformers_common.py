@@ -22,6 +22,7 @@ import importlib
 import io
 import json
 import os
+import shutil
 import sys
 import tarfile
 import types
@@ -59,15 +60,19 @@ def _download(folder: Path) -> None:
         archive = response.read()
     if hashlib.sha256(archive).hexdigest() != entry["hashes"]["sha256"]:
         raise OSError(f"{name} from {entry['url']} does not match the index's sha256.")
-    folder.mkdir(parents=True, exist_ok=True)
+    # Unpacked beside, then renamed: an interrupted run leaves no half-filled tests/ that looks complete.
+    partial = folder / "tests.partial"
+    shutil.rmtree(partial, ignore_errors=True)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         for member in tar.getmembers():
             parts = PurePosixPath(member.name).parts
             if not member.isfile() or len(parts) < 3 or parts[1] != "tests" or ".." in parts:
                 continue
-            target = folder.joinpath(*parts[1:])
+            target = partial.joinpath(*parts[2:])
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes(tar.extractfile(member).read())
+    shutil.rmtree(folder / "tests", ignore_errors=True)  # what an older, broken fetch may have left
+    partial.rename(folder / "tests")
 
 
 def _stand_in(name: str, **attributes) -> None:

@@ -102,9 +102,7 @@ class RecipeArguments:
         if training_args.resume_from_checkpoint:
             return
         folder = Path(training_args.output_dir)
-        earlier = sorted(
-            path.name for pattern in RUN_FILES for path in (folder.glob(pattern) if folder.is_dir() else [])
-        )
+        earlier = sorted(path.name for pattern in RUN_FILES for path in folder.glob(pattern))
         if not earlier:
             return
         if not self.overwrite:

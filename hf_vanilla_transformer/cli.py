@@ -2,11 +2,11 @@
 user's mistake (a missing folder, a bad split, a configuration that cannot work, corrupt weights, empty data)
 ended with its message and exit status 2 instead of a traceback.
 
-A user error is an `OSError` or `ValueError` raised by this package's own code: those are the raises that
-name what was wrong and how to fix it. So is a model configuration's refusal of a value (the errors of
-`@strict` dataclasses, which name the field and the value). Anything else (a `TypeError`, an error deep
-inside torch) is a bug or something unforeseen, and keeps its traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1`
-shows the traceback of user errors too.
+A user error is a type, never a guess: the package's `errors.UserError` family, a model configuration's
+refusal of a value (the errors of `@strict` dataclasses, which name the field and the value), and a model
+folder's unreadable weights (`UnreadableWeightsError` of the model file, which cannot import the package).
+Anything else, a `ValueError` from a bug included, is a bug or something unforeseen, and keeps its
+traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1` shows the traceback of user errors too.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
+
+from .errors import ExistingPathError, UsageError, UserError
 
 # A configuration's refusal of a field's value, or of how its values combine.
 CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
@@ -34,22 +36,22 @@ RENAMED_OPTIONS = {
     "dataset_name": "dataset",
     "output": "output_file",
     "force": "overwrite",
+    "model_name_or_path": "model",
+    "train_minutes": "max_train_minutes",
+    "num_workers": "num_proc",
+    "profile_warmup_steps": "untimed_steps",
+    "profile_steps": "timed_steps",
+    "profiler_steps": "operator_steps",
 }
-PACKAGE_DIR = Path(__file__).resolve().parent
 
 
 def is_user_error(error: BaseException) -> bool:
     """Whether `error` is one of the package's messages to the user (see the module docstring)."""
-    if isinstance(error, (UsageError, *CONFIG_ERRORS)):
-        return True
-    if not isinstance(error, OSError | ValueError):
-        return False
-    frame = error.__traceback__
-    if frame is None:
-        return False
-    while frame.tb_next is not None:
-        frame = frame.tb_next
-    return Path(frame.tb_frame.f_code.co_filename).resolve().is_relative_to(PACKAGE_DIR)
+    # The model file is looked up, not imported: a torch-free script (CTranslate2 inference) never loads it,
+    # and then none of its errors can occur.
+    model_file = sys.modules.get(f"{__package__}.modeling_vanilla_transformer")
+    model_errors = (model_file.UnreadableWeightsError,) if model_file else ()
+    return isinstance(error, (UserError, *CONFIG_ERRORS, *model_errors))
 
 
 def run_script(main: Callable[[], object]) -> None:
@@ -64,6 +66,16 @@ def run_script(main: Callable[[], object]) -> None:
         raise SystemExit(2) from None
 
 
+def option_suggestion(name: str, options: Iterable[str], quote: str = "{}") -> str:
+    """`" (now called X)"` for an older spelling of an option, `" (did you mean X?)"` for a near miss, or
+    nothing; X is the option's name in `quote` (`"--{}"` on a command line, `"'{}'"` in a recipe)."""
+    options = list(options)
+    if RENAMED_OPTIONS.get(name) in options:
+        return f" (now called {quote.format(RENAMED_OPTIONS[name])})"
+    close = difflib.get_close_matches(name, options, n=1)
+    return f" (did you mean {quote.format(close[0])}?)" if close else ""
+
+
 def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> str:
     """`Unknown option --max_stepz (did you mean --max_steps?)`, for the `--name` items of `unknown`."""
     options = sorted(options)
@@ -72,19 +84,11 @@ def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> s
         if not item.startswith("--"):
             continue
         name = item[2:].split("=", 1)[0]
-        if RENAMED_OPTIONS.get(name) in options:
-            hints.append(f"--{name} (now called --{RENAMED_OPTIONS[name]})")
-            continue
-        close = difflib.get_close_matches(name, options, n=1)
-        hints.append(f"--{name} (did you mean --{close[0]}?)" if close else f"--{name}")
+        hints.append(f"--{name}{option_suggestion(name, options, quote='--{}')}")
     stray = [item for item in unknown if not item.startswith("--")]
     if not hints:
         return f"Unexpected argument(s): {' '.join(stray)}. `--help` lists what the script takes."
     return f"Unknown option(s): {', '.join(hints)}. `--help` lists the options."
-
-
-class UsageError(ValueError):
-    """A wrong combination of options, found by a script after parsing: a user error wherever it is raised."""
 
 
 def check_output_location(path: str | Path, overwrite: bool, option: str = "--output_dir") -> None:
@@ -94,7 +98,7 @@ def check_output_location(path: str | Path, overwrite: bool, option: str = "--ou
     if overwrite or not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return
     held = "is not empty" if path.is_dir() else "exists"
-    raise UsageError(f"{path} {held}: pass --overwrite to replace what it holds, or another {option}.")
+    raise ExistingPathError(f"{path} {held}: pass --overwrite to replace what it holds, or another {option}.")
 
 
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
@@ -136,5 +140,5 @@ def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
         )
     if unknown:
         names = [option[2:] for option in known if option.startswith("--")]
-        raise ValueError(unknown_options_message(unknown, names))
+        raise UsageError(unknown_options_message(unknown, names))
     return tuple(parsed)

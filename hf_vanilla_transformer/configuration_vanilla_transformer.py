@@ -12,7 +12,7 @@ from numbers import Real
 from typing import Any, ClassVar
 
 from huggingface_hub.dataclasses import strict, validated_field
-from huggingface_hub.errors import StrictDataclassFieldValidationError
+from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
@@ -178,8 +178,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
     The configuration is a `@strict` dataclass, as transformers' own are: each field is checked alone whenever
     it is set (`config.dropout = 1.5` raises `StrictDataclassFieldValidationError`), and how fields combine
     (`d_model` divisible by the head counts, one vocabulary when shared) is checked by
-    `validate_architecture` at construction (`StrictDataclassClassValidationError`; `ValueError` when
-    aliases were given, naming their reach), when a model is built from the configuration and by
+    `validate_architecture` at construction (`StrictDataclassClassValidationError`, naming an alias's reach
+    when aliases were given), when a model is built from the configuration and by
     `save_pretrained`, so that fields can be edited one at a time through states that do not fit together
     yet. Both errors name the values and the fix.
     """
@@ -236,14 +236,15 @@ class VanillaTransformerConfig(PreTrainedConfig):
             name = self.attribute_map[alias]
             current = getattr(self, name)
             if current is not None and current != value:
-                raise ValueError(
-                    f"Got both `{name}={current!r}` and its alias `{alias}={value!r}`; pass only one of them."
+                raise StrictDataclassFieldValidationError(
+                    name,
+                    ValueError(f"Got both `{name}={current!r}` and its alias `{alias}={value!r}`: pass one."),
                 )
             try:
                 setattr(self, name, value)
             except StrictDataclassFieldValidationError as error:
-                raise ValueError(
-                    f"`{name}` {error.__cause__} (Given by alias: {_ALIAS_NOTES[alias]}.)"
+                raise StrictDataclassFieldValidationError(
+                    name, ValueError(f"`{name}` {error.__cause__} (Given by alias: {_ALIAS_NOTES[alias]}.)")
                 ) from None
         for name, default in _ALIASED_DEFAULTS.items():
             if getattr(self, name) is None:
@@ -256,7 +257,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
                 self.validate_architecture()
             except ValueError as error:
                 given = "; ".join(_ALIAS_NOTES[alias] for alias in aliases)
-                raise ValueError(f"{error} (Given by alias: {given}.)") from None
+                raise StrictDataclassClassValidationError(
+                    "validate_architecture", ValueError(f"{error} (Given by alias: {given}.)")
+                ) from None
         super().__post_init__(**kwargs)
 
     @classmethod

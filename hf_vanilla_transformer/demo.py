@@ -14,19 +14,23 @@ import tempfile
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import torch
-from PIL import Image
 
-from .cli import UsageError
+from .errors import UsageError
 from .evaluation.generation import default_max_new_tokens, length_limit
 from .evaluation.metrics import exact_match
+from .extras import require
 from .saving import check_model_task, load_model_folder, model_task
 from .series.equivalence import EquivalenceChecker
 from .series.grammar import SeriesParseError, check_model_input
 from .series.workers import generate_examples
 from .tasks import TASKS, get_task
 from .visualization import cross_attention, plot_cross_attention
+
+if TYPE_CHECKING:
+    from PIL import Image
 
 DECODINGS = ("greedy", "beam search", "sampling")
 MEAN_OVER_HEADS = "mean over heads"
@@ -48,7 +52,7 @@ DROP_MESSAGES = {
 }
 
 
-class DemoInputError(ValueError):
+class DemoInputError(UsageError):
     """Input the page refuses, with a message for the user (shown in the page, no stack trace)."""
 
 
@@ -173,6 +177,8 @@ class DemoModel:
                 weights, source_tokens, target_tokens, Path(folder) / "attention.png",
                 title=f"decoder layer {layer}", head_titles=titles,
             )  # fmt: skip
+            from PIL import Image  # Pillow comes with the demo's extra (Gradio, matplotlib)
+
             image = Image.open(path)
             image.load()
         return image
@@ -181,7 +187,7 @@ class DemoModel:
 def cas_expansion(expression: str) -> tuple[str | None, str]:
     """The CAS's series of `expression` (time-limited, in a worker), or None and why there is none."""
     result = generate_examples(
-        1, candidates=[expression], num_workers=1, timeout=CAS_TIMEOUT, max_target_chars=None, progress=False
+        1, candidates=[expression], num_proc=1, timeout=CAS_TIMEOUT, max_target_chars=None, progress=False
     )
     if result.examples:
         return result.examples[0][1], ""
@@ -209,7 +215,7 @@ def series_verdict(prediction: str, reference: str, checker: EquivalenceChecker)
 def build_demo(models: list[DemoModel]):
     """The Gradio page: one tab per model. Each tab's Generate button is also an API endpoint,
     `/generate_<i>` (i = 0, 1, ... in `--model` order), for `gradio_client`."""
-    import gradio as gr
+    gr = require("gradio", "The demo page")
 
     checker = EquivalenceChecker(timeout=COMPARISON_TIMEOUT)
     # Tabs' events may run at the same time; the checker's one worker takes one pair at a time.

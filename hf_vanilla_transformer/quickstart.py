@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .configuration_vanilla_transformer import PRESETS
+from .errors import UsageError
 from .evaluation.generation import (
     EvaluationArguments,
     evaluate_model,
@@ -68,7 +69,7 @@ class QuickstartArguments:
     test_size: int = field(default=300, metadata={"help": "Test examples to evaluate on."})
     vocab_size: int = field(default=600, metadata={"help": "BPE vocabulary size of the series tokenizer."})
     preset: str = field(default="transformer-mini", metadata={"help": "Model size preset."})
-    train_minutes: float = field(default=6.0, metadata={"help": "Wall-clock training budget, in minutes."})
+    max_train_minutes: float = field(default=6.0, metadata={"help": "Wall-clock training budget, minutes."})
     max_tokens: int = field(default=3000, metadata={"help": "Token budget per batch."})
     seed: int = field(default=0, metadata={"help": "Seed of data generation and training."})
 
@@ -76,16 +77,16 @@ class QuickstartArguments:
         # Checked as the options are read, before minutes of data generation.
         for name in ("num_examples", "max_terms", "test_size", "vocab_size", "max_tokens"):
             if getattr(self, name) < 1:
-                raise ValueError(f"--{name} must be at least 1, got {getattr(self, name)}.")
-        if not self.train_minutes > 0:
-            raise ValueError(f"--train_minutes must be positive, got {self.train_minutes}.")
+                raise UsageError(f"--{name} must be at least 1, got {getattr(self, name)}.")
+        if not self.max_train_minutes > 0:
+            raise UsageError(f"--max_train_minutes must be positive, got {self.max_train_minutes}.")
         if self.num_examples <= self.test_size + 100:
-            raise ValueError(
+            raise UsageError(
                 f"--num_examples ({self.num_examples}) must exceed --test_size ({self.test_size}) plus the "
                 "100 validation examples, leaving some to train on."
             )
         if self.preset not in PRESETS:
-            raise ValueError(f"Unknown --preset {self.preset!r}; available presets: {', '.join(PRESETS)}.")
+            raise UsageError(f"Unknown --preset {self.preset!r}; available presets: {', '.join(PRESETS)}.")
 
 
 def _say(message: str) -> None:
@@ -129,8 +130,8 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     print(f"    a target series is {average_tokens:.1f} tokens on average ({average_chars:.1f} characters)")
 
     _say(
-        f"3/5 Training a {args.preset} Transformer for {args.train_minutes:g} minutes (the paper's recipe, "
-        "no dropout) ..."
+        f"3/5 Training a {args.preset} Transformer for {args.max_train_minutes:g} minutes (the paper's "
+        "recipe, no dropout) ..."
     )
     # The default budget is too short to over-fit: dropout would only slow learning (measured: 0.48 exact
     # match with the paper's 0.1, 0.58 without).
@@ -144,7 +145,7 @@ def run_quickstart(args: QuickstartArguments) -> dict:
         max_tokens=args.max_tokens,
     )
     # The quickstart remakes its own folder each time it runs, data and tokenizer included.
-    recipe_args = RecipeArguments(lr_scale=1.0, max_train_minutes=args.train_minutes, overwrite=True)
+    recipe_args = RecipeArguments(lr_scale=1.0, max_train_minutes=args.max_train_minutes, overwrite=True)
     training_args = PaperSeq2SeqTrainingArguments(
         output_dir=str(run_dir),
         max_steps=100_000,

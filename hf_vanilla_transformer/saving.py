@@ -22,6 +22,7 @@ from transformers import (
 
 from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .errors import MissingPathError, OfflineError, UsageError
 from .pipeline_seq2seq import TASK_NAME
 
 # The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
@@ -63,12 +64,12 @@ def check_folder_location(name_or_path: str | Path, what: str, needs: str, made_
     path = Path(name_or_path)
     if path.is_dir():
         if not (path / needs).is_file():
-            raise FileNotFoundError(f"{path} is a folder without {needs}, so not a saved {what}. {made_by}")
+            raise MissingPathError(f"{path} is a folder without {needs}, so not a saved {what}. {made_by}")
         return
     if is_local_path(name_or_path):
         sibling = nearest_sibling(name_or_path)
         hint = f" Did you mean {sibling}?" if sibling is not None else f" {made_by}"
-        raise FileNotFoundError(f"No {what} at {name_or_path}.{hint}")
+        raise MissingPathError(f"No {what} at {name_or_path}.{hint}")
     check_hub_reachable(str(name_or_path), needs)
 
 
@@ -90,7 +91,7 @@ def check_hub_reachable(repo_id: str, filename: str, repo_type: str = "model") -
             (host, endpoint.port or (80 if endpoint.scheme == "http" else 443)), timeout=5
         ).close()
     except OSError as error:
-        raise OSError(
+        raise OfflineError(
             f"Cannot reach {host} to download {repo_id!r}, and it is not in the Hub cache ({error}). "
             "Connect, or pass a local folder."
         ) from None
@@ -147,7 +148,7 @@ def check_model_task(config, location: str | Path, task: str, fix: str = "--task
     model's task for `{task}`). `config` as for `model_task`."""
     trained_for = model_task(config, location)
     if trained_for is not None and trained_for != task:
-        raise ValueError(
+        raise UsageError(
             f"{location} is a {trained_for} model, not a {task} one: give {fix.format(task=trained_for)}, or "
             f"a {task} model."
         )
@@ -171,7 +172,7 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
 def check_model_config(config: dict, where: str) -> None:
     """Refuse a config.json that is not this package's model, before any of its files is replaced."""
     if config.get("model_type") != VanillaTransformerConfig.model_type:
-        raise ValueError(
+        raise UsageError(
             f"{where} holds a {config.get('model_type')!r} model, not a "
             f"{VanillaTransformerConfig.model_type!r} model saved by hf-vanilla-transformer: its code files "
             "are not this package's to replace."
@@ -198,9 +199,9 @@ def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
     folder = Path(folder)
     config_file = folder / "config.json"
     if not folder.is_dir():
-        raise FileNotFoundError(f"No model folder at {folder}. Pass a folder written by `save_pretrained`.")
+        raise MissingPathError(f"No model folder at {folder}. Pass a folder written by `save_pretrained`.")
     if not config_file.is_file():
-        raise FileNotFoundError(f"{folder} has no config.json, so it is not a saved model folder.")
+        raise MissingPathError(f"{folder} has no config.json, so it is not a saved model folder.")
     check_model_config(json.loads(config_file.read_text(encoding="utf-8")), str(folder))
     outdated = outdated_code_files(folder)
     if not dry_run:

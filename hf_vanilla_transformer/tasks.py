@@ -23,6 +23,7 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from .data.preprocessing import LABEL_PAD_TOKEN_ID, PREPARED_DATA_MADE_BY, TextField, tokenize_pairs
 from .data.translation import load_translation_dataset
+from .errors import MissingPathError, UsageError
 from .evaluation.metrics import load_series_metric, load_translation_metric
 from .evaluation.metrics.tokenized_bleu import tokenized_bleu
 from .series.renamings import add_symbol_renamings, held_out_expressions
@@ -98,7 +99,7 @@ class Task:
         for name, value in options.items():
             if value and name not in self.tokenizer_option_names:
                 owners = [task.name for task in TASKS.values() if name in task.tokenizer_option_names]
-                raise ValueError(
+                raise UsageError(
                     f"`{name}` applies to the {' and '.join(owners)} task only; drop it for task "
                     f"{self.name!r}."
                 )
@@ -121,7 +122,7 @@ class TranslationTask(Task):
 
     def check_arguments(self, args: DataArguments) -> None:
         if args.symbol_renamings:
-            raise ValueError(
+            raise UsageError(
                 f"`symbol_renamings` ({args.symbol_renamings}) applies to the series task only; drop it for "
                 "task 'translation'."
             )
@@ -186,14 +187,14 @@ class SeriesTask(Task):
     def load_raw(self, args):
         path = Path(args.dataset)
         if not path.is_dir():
-            raise FileNotFoundError(
+            raise MissingPathError(
                 f"No series data set at {path}: build one with "
                 f"`python scripts/generate_series.py --output_dir {path}`."
             )
         dataset = load_from_disk(str(path))
         for split, ds in dataset.items():
             if not {"expression", "series"} <= set(ds.column_names):
-                raise ValueError(
+                raise UsageError(
                     f"Split '{split}' of {path} lacks the columns expression/series: {ds.column_names}."
                 )
         return dataset
@@ -214,7 +215,7 @@ class SeriesTask(Task):
 
     def tokenizer_options(self, **options):
         if options.get("integer_digits") and options.get("tutorial_vocabulary"):
-            raise ValueError(
+            raise UsageError(
                 "`integer_digits` is for BPE vocabularies; the tutorial's has single digits already."
             )
         return super().tokenizer_options(**options)
@@ -235,7 +236,7 @@ def get_task(name: str) -> Task:
     try:
         return TASKS[name]
     except KeyError:
-        raise ValueError(f"Unknown task {name!r}; expected one of {', '.join(TASKS)}.") from None
+        raise UsageError(f"Unknown task {name!r}; expected one of {', '.join(TASKS)}.") from None
 
 
 @dataclass
@@ -266,7 +267,7 @@ class DatasetArguments:
     def load_raw(self) -> DatasetDict:
         """The task's raw splits of `dataset`."""
         if not self.dataset:
-            raise ValueError(
+            raise UsageError(
                 "No data set given: pass --dataset (a prepared folder or a Hub name; "
                 f"`{PREPARED_DATA_MADE_BY[self.task]}` makes one)."
             )
@@ -330,11 +331,11 @@ class DataArguments(DatasetArguments):
     def __post_init__(self):
         super().__post_init__()
         if self.batch_size_multiple < 1:
-            raise ValueError(f"`batch_size_multiple` must be 1 or more, got {self.batch_size_multiple}.")
+            raise UsageError(f"`batch_size_multiple` must be 1 or more, got {self.batch_size_multiple}.")
         if self.symbol_renamings < 0:
-            raise ValueError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
+            raise UsageError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
         if not 0 <= self.max_unknown_token_share <= 1:
-            raise ValueError(
+            raise UsageError(
                 f"`max_unknown_token_share` must be in [0, 1], got {self.max_unknown_token_share}."
             )
         self.task_spec.check_arguments(self)
@@ -405,7 +406,7 @@ def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase,
     )
     where = f"of the tokens of {rows.num_rows} pairs of {args.dataset} tokenized with {args.tokenizer}"
     if share > args.max_unknown_token_share:
-        raise ValueError(
+        raise UsageError(
             f"{share:.1%} {where} are the unknown token {tokenizer.unk_token!r}, more than "
             f"max_unknown_token_share={args.max_unknown_token_share}: the tokenizer does not fit the data. "
             f"{fix}."

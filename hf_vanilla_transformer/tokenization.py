@@ -31,6 +31,7 @@ from tokenizers.trainers import BpeTrainer
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from .data.translation import iter_text_lines
+from .errors import MissingPathError, UsageError
 from .series.grammar import (
     DIGIT_SPLIT_PATTERN,
     FUNCTIONS,
@@ -79,10 +80,10 @@ def iter_corpus(files_or_iterator: TextSource, skip_blank: bool = True) -> Itera
         files_or_iterator = [files_or_iterator]
     if isinstance(files_or_iterator, list | tuple):
         if not files_or_iterator:
-            raise ValueError("No corpus files given; pass at least one text file.")
+            raise UsageError("No corpus files given; pass at least one text file.")
         for path in files_or_iterator:
             if not Path(path).is_file():
-                raise FileNotFoundError(
+                raise MissingPathError(
                     f"Corpus file '{path}' does not exist. (A list or tuple is read as file paths; to train "
                     "on texts in memory, pass an iterator such as `iter(texts)`.)"
                 )
@@ -94,7 +95,7 @@ def iter_corpus(files_or_iterator: TextSource, skip_blank: bool = True) -> Itera
                 num_texts += 1
                 yield line
             if num_texts == 0:
-                raise ValueError(f"Corpus file '{path}' is empty (no non-blank lines); remove it or fill it.")
+                raise UsageError(f"Corpus file '{path}' is empty (no non-blank lines); remove it or fill it.")
         return
     for text in files_or_iterator:
         if not isinstance(text, str):
@@ -112,7 +113,7 @@ def iter_dataset_texts(dataset, columns: Sequence[str], batch_size: int = 1000) 
     """
     missing = [column for column in columns if column not in dataset.column_names]
     if missing:
-        raise ValueError(
+        raise UsageError(
             f"Column(s) {', '.join(missing)} not in the dataset; columns found: "
             f"{', '.join(dataset.column_names)}."
         )
@@ -129,7 +130,7 @@ def _check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
     """Fail before training when `vocab_size` cannot even hold the special tokens and fixed alphabet."""
     minimum = len(SPECIAL_TOKENS) + alphabet_size + 1  # + 1: at least one merge, or BPE is pointless
     if not isinstance(vocab_size, int) or vocab_size < minimum:
-        raise ValueError(
+        raise UsageError(
             f"vocab_size={vocab_size!r} is too small: it must exceed the {len(SPECIAL_TOKENS)} special "
             f"tokens plus the {alphabet_size} characters always in the alphabet. Use vocab_size >= {minimum} "
             "(a few thousand for translation, around a thousand for series)."
@@ -156,13 +157,13 @@ def _train(tokenizer: Tokenizer, files_or_iterator: TextSource, trainer: BpeTrai
     # Reading errors (a missing or non-UTF-8 file) propagate unchanged, from here or out of the Rust trainer.
     first = next(texts, None)
     if first is None:
-        raise ValueError("The training corpus is empty: it yielded no non-blank text.")
+        raise UsageError("The training corpus is empty: it yielded no non-blank text.")
     tokenizer.train_from_iterator(itertools.chain([first], texts), trainer=trainer)
     # The trainer keeps every character it saw even when that overshoots `vocab_size`; a vocabulary
     # with no room left for merges is a character-level tokenizer in disguise.
     trained_size = tokenizer.get_vocab_size()
     if trained_size > vocab_size:
-        raise ValueError(
+        raise UsageError(
             f"vocab_size={vocab_size} is smaller than the corpus alphabet: the {len(SPECIAL_TOKENS)} special "
             f"tokens and the characters seen in training already take {trained_size} entries. Use a "
             f"vocab_size well above {trained_size}."
@@ -318,7 +319,7 @@ def load_tokenizer(
         expected = {"pad": PAD_TOKEN_ID, "bos": BOS_TOKEN_ID, "eos": EOS_TOKEN_ID, "unk": UNK_TOKEN_ID}
     found = {name: getattr(tokenizer, f"{name}_token_id") for name in expected}
     if found != expected:
-        raise ValueError(
+        raise UsageError(
             f"Tokenizer '{name_or_path}' has special-token ids {found}, but the model config expects "
             f"{expected}. Retrain it with `train_translation_tokenizer`/`train_series_tokenizer`, or set the "
             "config's pad/bos/eos/decoder_start token ids to match."
@@ -338,7 +339,7 @@ def sequence_length_report(tokenizer: PreTrainedTokenizerBase, texts: Iterable[s
     """
     texts = list(texts)
     if not texts:
-        raise ValueError("No texts to measure; pass at least one string.")
+        raise UsageError("No texts to measure; pass at least one string.")
     num_tokens = [len(ids) for ids in tokenizer(texts, add_special_tokens=False)["input_ids"]]
     num_chars = [len(text) for text in texts]
     return {

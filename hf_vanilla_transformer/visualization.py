@@ -8,6 +8,9 @@ from pathlib import Path
 
 import torch
 
+from .errors import UsageError
+from .extras import require
+
 
 def cross_attention(
     model, tokenizer, source: str, target: str | None = None, layer: int = -1, **generate_kwargs
@@ -32,7 +35,7 @@ def cross_attention(
         out = model(**inputs, decoder_input_ids=decoder_input_ids, output_attentions=True)
     num_layers = len(out.cross_attentions)
     if not -num_layers <= layer < num_layers:
-        raise ValueError(
+        raise UsageError(
             f"The decoder has {num_layers} layers; `layer` must be in [{-num_layers}, {num_layers})."
         )
     weights = out.cross_attentions[layer][0].float().cpu()  # (heads, T_tgt, T_src)
@@ -63,7 +66,7 @@ def plot_cross_attention(
 
     `head_titles` names the maps (default "head 0", "head 1", ...), e.g. `["mean over heads"]` for a
     `weights` of one averaged map."""
-    import matplotlib
+    matplotlib = require("matplotlib", "Drawing attention maps")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

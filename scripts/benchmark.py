@@ -23,7 +23,8 @@ from pathlib import Path
 from transformers.utils import logging as hf_logging
 
 from hf_vanilla_transformer.benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
-from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 
 
 @dataclass

@@ -10,7 +10,8 @@ in `hf_vanilla_transformer.benchmarks.gpu_estimate`; pass --utilisation to assum
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.benchmarks.gpu_estimate import estimate, format_table
-from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 
 
 @dataclass

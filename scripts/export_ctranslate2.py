@@ -10,8 +10,7 @@ See `hf_vanilla_transformer.interop.ctranslate2_export` (conversion) and `ctrans
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
-from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2Seq
+from hf_vanilla_transformer.extras import require
 
 
 @dataclass
@@ -34,6 +33,11 @@ class ExportArguments:
 
 def main() -> None:
     (args,) = parse_arguments(ExportArguments, description=__doc__)
+    require("ctranslate2", "The CTranslate2 export")
+    # Imported once the extra is known to be there: both modules import ctranslate2.
+    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2Seq
+
     output_dir = convert_to_ctranslate2(
         args.model, args.output_dir, quantization=args.quantization, force=args.overwrite
     )

@@ -1,7 +1,7 @@
 r"""Generate the Taylor-series data set (Judge & Prosper 2023 tutorial, at scale).
 
     python scripts/generate_series.py --num_examples 50000 --seed 0 --output_dir outputs/data/series-50k \
-        --num_workers 2 --test_size 2000 --validation_size 1000 --timeout 2.0
+        --num_proc 2 --test_size 2000 --validation_size 1000 --timeout 2.0
 
 Writes a ``datasets.DatasetDict`` (columns ``expression``, ``series``) and ``summary.json`` to
 ``--output_dir``. All logic lives in ``hf_vanilla_transformer.series``.

@@ -14,7 +14,8 @@ from pathlib import Path
 from transformers import AutoConfig
 
 import hf_vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
-from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import check_model_location, load_model_folder, model_task
 from hf_vanilla_transformer.series.grammar import check_model_input
 from hf_vanilla_transformer.visualization import cross_attention, plot_cross_attention

@@ -5,7 +5,7 @@ target tokens per second, the padding in the batches, and the share of this mach
 Nothing is saved but `--output_file`. The method is in `hf_vanilla_transformer.benchmarks.training_profile`.
 
     python scripts/profile_training.py scripts/recipes/multi30k_de_en.yaml
-    python scripts/profile_training.py scripts/recipes/multi30k_de_en.yaml --profile_steps 40 \
+    python scripts/profile_training.py scripts/recipes/multi30k_de_en.yaml --timed_steps 40 \
         --output_file outputs/profile-multi30k.json
 
 Every option of `scripts/train.py` works too and changes what is measured (`--max_tokens 2048`, `--optim

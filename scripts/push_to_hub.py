@@ -10,11 +10,15 @@ model card as README.md (its `<owner>/<name>` placeholders become the repository
     # a model you trained: assemble its folder first (a card is needed: model_cards/<name>/README.md is one)
     python scripts/push_to_hub.py --model outputs/multi30k-de-en/averaged --card my_card.md \
         --folder outputs/hub/my-model --dry_run
+
+A folder that holds a model already (a shipped one in model_cards/, say) is assembled over only with
+`--overwrite`.
 """
 
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.interop.hub import build_hub_folder, push_folder, upload_plan
 
 
@@ -32,6 +36,9 @@ class PushArguments:
     )
     dry_run: bool = field(default=False, metadata={"help": "List what would be uploaded; upload nothing."})
     private: bool = field(default=False, metadata={"help": "Create the repository as private."})
+    overwrite: bool = field(
+        default=False, metadata={"help": "With --model: replace a model that --folder holds already."}
+    )
 
 
 def main() -> None:
@@ -39,7 +46,7 @@ def main() -> None:
     if not args.dry_run and not args.repo_id:
         raise UsageError("--repo_id is required unless --dry_run is given.")
     if args.model is not None:
-        build_hub_folder(args.model, args.folder, card=args.card)
+        build_hub_folder(args.model, args.folder, card=args.card, overwrite=args.overwrite)
         print(f"Assembled {args.folder} from {args.model}")
     plan = upload_plan(args.folder)
     total = sum(size for _, size in plan)

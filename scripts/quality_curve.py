@@ -28,7 +28,8 @@ from hf_vanilla_transformer.benchmarks.quality_curve import (
     plot_curve,
     quality_curve,
 )
-from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments
 from hf_vanilla_transformer.tasks import DatasetArguments
 

@@ -1,7 +1,7 @@
 """The main job, end to end on a default that needs no download: build a small series-expansion data set
 with the CAS, train its BPE tokenizer, train a small Transformer for a fixed wall-clock budget
-(`--train_minutes`), evaluate it, save it to outputs/quickstart/run/final, reload it with `from_pretrained`,
-and print its expansions next to the CAS's.
+(`--max_train_minutes`), evaluate it, save it to outputs/quickstart/run/final, reload it with
+`from_pretrained`, and print its expansions next to the CAS's.
 
 The problem is sized to be learned within that budget: expressions of one or two terms in the symbols a and b
 (the recipes use up to four terms in six symbols).

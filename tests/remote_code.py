@@ -1,13 +1,11 @@
-"""Run a script the way a Hub user runs a saved folder: a Python process in which this package cannot be
-imported, so that everything comes from the folder's own code files (`trust_remote_code=True`). The process is
-forked from a server that imported torch and transformers but never this package (tests/processes.py);
-test_loading.py's fresh-process test loads a folder in a new interpreter as well."""
+"""Run a script the way a Hub user runs a saved folder: a fresh Python process in which this package cannot be
+imported, so that everything comes from the folder's own code files (`trust_remote_code=True`)."""
 
 import json
 import textwrap
 from pathlib import Path
 
-from .processes import run_code
+from .script_runner import run_code
 
 # Put first on sys.meta_path: any import of the package fails, as it would where it is not installed.
 BLOCK_PACKAGE = textwrap.dedent(

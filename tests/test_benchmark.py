@@ -28,7 +28,7 @@ from hf_vanilla_transformer.benchmarks.seed_comparison import (
     validation_curve,
 )
 
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 
 def test_models_built_at_identical_sizes():
@@ -189,9 +189,40 @@ def test_seed_comparison_script_refuses_fairseq_beside_another_recipe_in_one_lin
     assert result.returncode == 2
     assert result.stderr.strip().splitlines() == [
         "error: --fairseq_arm trains fairseq with multi30k_de_en_paper.yaml's model and schedule "
-        "(fairseq_train.sh); --recipe scripts/recipes/multi30k_de_en.yaml would compare different recipes. "
-        "Give --recipe scripts/recipes/multi30k_de_en_paper.yaml."
+        "(fairseq_train.sh); --recipe scripts/recipes/multi30k_de_en.yaml would compare different recipes at "
+        "equal updates. Give --recipe scripts/recipes/multi30k_de_en_paper.yaml, or compare recipes at equal "
+        "--max_minutes."
     ]
     result = run_script_file(script, "--arm", "fs=", "--fairseq_arm", "fs", cwd=tmp_path)
     assert result.returncode == 2 and "'fs' is also an --arm name" in result.stderr
+    result = run_script_file(script, "--arm", "a=", "--fairseq_linear_arm", "lin", cwd=tmp_path)
+    assert result.returncode == 2 and "give --fairseq_arm too" in result.stderr
     assert not (tmp_path / "outputs").exists()
+
+
+def test_fairseq_checkpoints_averaged_after_the_warmup_only(tmp_path):
+    import argparse
+
+    import torch
+
+    def save(name, updates, value):
+        state = {
+            "args": argparse.Namespace(arch="transformer"),
+            "model": {"w": torch.full((2,), float(value)), "steps": torch.tensor([updates])},
+            "optimizer_history": [{"num_updates": updates}],
+        }
+        torch.save(state, tmp_path / name)
+
+    for updates in (400, 600, 800, 1000, 1200, 1400, 1600):
+        save(f"checkpoint_9_{updates}.pt", updates, updates)
+    save("checkpoint_last.pt", 1700, 1700)
+    assert fairseq_logs.checkpoint_updates(tmp_path / "checkpoint_last.pt") == 1700
+    path, names = fairseq_logs.average_last_checkpoints(tmp_path, after_update=600, last=5)
+    assert names == [f"checkpoint_9_{u}.pt" for u in (1000, 1200, 1400, 1600)] + ["checkpoint_last.pt"]
+    averaged = torch.load(path, weights_only=False)["model"]["w"]
+    assert averaged.tolist() == [1380.0, 1380.0]  # (1000 + 1200 + 1400 + 1600 + 1700) / 5
+    # A run too short for 5 checkpoints after its warmup averages the ones it has.
+    path, names = fairseq_logs.average_last_checkpoints(tmp_path, after_update=1300, last=5)
+    assert names == ["checkpoint_9_1400.pt", "checkpoint_9_1600.pt", "checkpoint_last.pt"]
+    _, names = fairseq_logs.average_last_checkpoints(tmp_path, after_update=0, last=1)
+    assert names == ["checkpoint_last.pt"]

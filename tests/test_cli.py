@@ -10,17 +10,17 @@ import pytest
 from huggingface_hub.errors import StrictDataclassClassValidationError
 
 from hf_vanilla_transformer import VanillaTransformerConfig
-from hf_vanilla_transformer.cli import DEBUG_VARIABLE, is_user_error, run_script
+from hf_vanilla_transformer.cli import DEBUG_VARIABLE, is_user_error, parse_arguments, run_script
 from hf_vanilla_transformer.saving import save_model_folder
 
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE_MULTI30K = Path(__file__).parent / "fixtures" / "multi30k"
 
 
 def _run(script: str, *args: str, cwd: Path, env: dict | None = None) -> subprocess.CompletedProcess:
-    return run_script_file(script, *args, cwd=cwd, env=env, timeout=300)
+    return run_script_file(script, *args, cwd=cwd, env=env)
 
 
 def _assert_user_error(result: subprocess.CompletedProcess, *expected: str) -> None:
@@ -83,6 +83,25 @@ def test_an_old_spelling_of_an_option_gets_its_new_name(tmp_path):
         result, "--dataset_name (now called --dataset)", "--src_lang (now called --source_lang)"
     )
     assert not (tmp_path / "data").exists()
+
+
+def test_each_renamed_option_names_an_option_of_the_script_that_had_it():
+    from hf_vanilla_transformer.benchmarks.training_profile import ProfileArguments
+    from hf_vanilla_transformer.quickstart import QuickstartArguments
+    from hf_vanilla_transformer.series.dataset import SeriesDataArguments
+    from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
+
+    cases = [
+        ((QuickstartArguments,), "--train_minutes", "--max_train_minutes"),
+        ((SeriesDataArguments,), "--num_workers", "--num_proc"),
+        ((*TRAINING_ARGUMENTS, ProfileArguments), "--profile_steps", "--timed_steps"),
+        ((*TRAINING_ARGUMENTS, ProfileArguments), "--profiler_steps", "--operator_steps"),
+        ((*TRAINING_ARGUMENTS, ProfileArguments), "--profile_warmup_steps", "--untimed_steps"),
+        (TRAINING_ARGUMENTS, "--model_name_or_path", "--model"),
+    ]
+    for dataclasses_, old, new in cases:
+        with pytest.raises(ValueError, match=f"{old} \\(now called {new}\\)"):
+            parse_arguments(*dataclasses_, args=[old, "1"])
 
 
 def test_evaluating_without_a_data_set_says_which_option_is_missing(tmp_path, model_dir):
@@ -156,6 +175,18 @@ def test_user_errors_and_bugs_are_told_apart():
     def deep_value_error():
         int("not a number")  # a ValueError, but raised outside the package
 
+    def package_value_error():
+        # A ValueError raised by the package that is not one of its user errors: a broken fairseq output is
+        # no option the user gave.
+        from hf_vanilla_transformer.benchmarks.fairseq_logs import read_hypotheses
+
+        read_hypotheses("", count=1)
+
+    def user_error():
+        from hf_vanilla_transformer.training import TimeBudget
+
+        TimeBudget(-1)
+
     with pytest.raises(StrictDataclassClassValidationError) as caught:
         bad_configuration()
     assert is_user_error(caught.value)
@@ -166,6 +197,11 @@ def test_user_errors_and_bugs_are_told_apart():
         run_script(bug)
     with pytest.raises(ValueError):
         run_script(deep_value_error)
+    with pytest.raises(ValueError, match="no hypothesis"):
+        run_script(package_value_error)
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(user_error)
+    assert exit_info.value.code == 2
 
 
 def test_plot_attention_makes_a_missing_folder_and_replaces_nothing_unasked(tmp_path, model_dir):

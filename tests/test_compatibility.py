@@ -24,8 +24,8 @@ from hf_vanilla_transformer.saving import (
     update_model_code,
 )
 
-from .processes import run_script_file
 from .remote_code import run_without_package
+from .script_runner import run_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
 OLD_FOLDER = Path(__file__).parent / "fixtures" / "folder_saved_before_cache_rename"

@@ -14,7 +14,7 @@ from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2
 from hf_vanilla_transformer.saving import save_model_folder
 
 from .conftest import tiny_config
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 SOURCES = [
     "ein hund läuft im park",
@@ -153,7 +153,6 @@ def test_export_script_converts_and_translates(tmp_path, word_tokenizer):
         *("--model", tmp_path / "model", "--output_dir", tmp_path / "ct2", "--quantization", "int8"),
         *("--example", "ein hund", "--num_beams", "2"),
         cwd=tmp_path,
-        timeout=300,
     )
     assert result.returncode == 0, result.stderr
     assert "ein hund\n  -> " in result.stdout and (tmp_path / "ct2" / "model.bin").is_file()

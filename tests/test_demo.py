@@ -12,13 +12,13 @@ import torch
 from PIL import Image
 
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, demo
-from hf_vanilla_transformer.cli import UsageError
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.expansion import taylor_series
 from hf_vanilla_transformer.tokenization import train_translation_tokenizer, tutorial_series_tokenizer
 
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 ROOT = Path(__file__).resolve().parents[1]
@@ -165,7 +165,7 @@ def test_model_arguments_and_missing_folders_are_named(tmp_path, monkeypatch):
         demo.resolve_model_specs(None, tmp_path)
     monkeypatch.setenv("DEMO_MODELS", "a/b, series=c/d")
     assert [spec.task for spec in demo.resolve_model_specs(None, tmp_path)] == [None, "series"]
-    result = run_script_file("demo.py", "--model", tmp_path / "missing", cwd=tmp_path, timeout=300)
+    result = run_script_file("demo.py", "--model", tmp_path / "missing", cwd=tmp_path)
     assert result.returncode != 0 and "missing" in result.stderr and "Traceback" not in result.stderr
 
 
@@ -183,7 +183,7 @@ def test_a_port_in_use_is_refused_in_one_line_naming_our_option(tmp_path):
         busy.bind(("127.0.0.1", 0))
         busy.listen()
         port = busy.getsockname()[1]
-        result = run_script_file("demo.py", "--port", str(port), cwd=tmp_path, timeout=300)
+        result = run_script_file("demo.py", "--port", str(port), cwd=tmp_path)
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert lines[0].startswith(f"error: Port {port} is in use") and lines[0].endswith(

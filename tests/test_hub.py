@@ -11,7 +11,7 @@ from huggingface_hub import ModelCard
 from hf_vanilla_transformer.interop.hub import build_hub_folder, push_folder, upload_plan
 from hf_vanilla_transformer.saving import save_model_folder
 
-from .processes import run_code, run_script_file
+from .script_runner import run_code, run_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,6 +120,20 @@ def test_refreshing_a_card_folder_keeps_its_card(tmp_path, model_dir):
     (folder / "README.md").write_text(CARD)
     build_hub_folder(model_dir, folder)
     assert (folder / "README.md").read_text() == CARD and (folder / "model.safetensors").is_file()
+    # Now it holds a model: replacing it is asked for, or refused with nothing changed.
+    (folder / "eval-test-greedy.json").write_text("the shipped report")
+    weights = (folder / "model.safetensors").read_bytes()
+    result = run_script_file(
+        "push_to_hub.py", "--model", model_dir, "--folder", folder, "--dry_run", cwd=tmp_path
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: {folder} holds a model already (config.json, eval-test-greedy.json, model.safetensors): "
+        f"pass --overwrite to replace it with {model_dir}, or another --folder."
+    ]
+    assert (folder / "eval-test-greedy.json").read_text() == "the shipped report"
+    assert (folder / "model.safetensors").read_bytes() == weights
+    build_hub_folder(model_dir, folder, overwrite=True)
+    assert not (folder / "eval-test-greedy.json").exists()  # the replaced model's report goes with it
 
 
 def test_card_with_broken_metadata_is_refused(tmp_path, model_dir):

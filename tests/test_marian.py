@@ -10,7 +10,7 @@ from transformers import MarianConfig, MarianMTModel
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.interop.marian import convert_marian_model
 
-from .processes import run_code, run_script_file
+from .script_runner import run_code, run_script_file
 
 VOCAB, PAD, EOS = 40, 39, 0
 
@@ -198,7 +198,7 @@ def test_converted_model_fine_tunes_with_the_opus_mt_recipe(tmp_path):
     out = tmp_path / "tuned"
     tuned = run_script_file(
         "train.py", root / "scripts/recipes/opus_mt_multi30k.yaml",
-        "--model_name_or_path", tmp_path / "converted", "--tokenizer", tmp_path / "converted",
+        "--model", tmp_path / "converted", "--tokenizer", tmp_path / "converted",
         "--dataset", tmp_path / "data", "--output_dir", out, "--max_steps", "30",
         "--learning_rate", "3e-3", "--warmup_steps", "0", "--max_tokens", "64", "--logging_steps", "10",
         "--eval_steps", "15", "--save_steps", "15", "--generation_max_length", "12",

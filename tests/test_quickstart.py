@@ -9,7 +9,7 @@ import pytest
 
 from hf_vanilla_transformer.quickstart import QuickstartArguments, run_quickstart
 
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 
 def test_quickstart_runs_end_to_end_without_a_transformers_warning(tmp_path, capsys, caplog):
@@ -19,7 +19,7 @@ def test_quickstart_runs_end_to_end_without_a_transformers_warning(tmp_path, cap
         test_size=20,
         vocab_size=200,
         preset="transformer-tiny",
-        train_minutes=0.05,
+        max_train_minutes=0.05,
         max_tokens=2000,
     )
     with caplog.at_level(logging.WARNING, logger="transformers"):
@@ -41,10 +41,10 @@ def test_quickstart_runs_end_to_end_without_a_transformers_warning(tmp_path, cap
 
 
 def test_quickstart_refuses_impossible_options_before_any_work(tmp_path):
-    result = run_script_file("quickstart.py", "--train_minutes", "-1", "--output_dir", str(tmp_path / "q"),
-                             cwd=tmp_path)  # fmt: skip
+    result = run_script_file("quickstart.py", "--max_train_minutes", "-1",
+                             "--output_dir", str(tmp_path / "q"), cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["error: --train_minutes must be positive, got -1.0."]
+    assert result.stderr.strip().splitlines() == ["error: --max_train_minutes must be positive, got -1.0."]
     assert not (tmp_path / "q").exists()
     with pytest.raises(ValueError, match=r"--num_examples \(300\) must exceed --test_size \(300\)"):
         QuickstartArguments(num_examples=300)

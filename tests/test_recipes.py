@@ -12,6 +12,8 @@ from transformers import HfArgumentParser
 
 from hf_vanilla_transformer.training import (
     TRAINING_ARGUMENTS,
+    ModelArguments,
+    build_model,
     load_config_overrides,
     parse_recipe_and_args,
 )
@@ -72,6 +74,23 @@ def test_unknown_recipe_key_raises_naming_the_key_and_the_file(tmp_path):
     recipe = tmp_path / "typo.yaml"
     recipe.write_text("max_step: 100\nwarmup_steps: 10\n")
     with pytest.raises(ValueError, match=r"typo\.yaml sets 'max_step' \(did you mean 'max_steps'\?\)"):
+        _parse(recipe)
+
+
+def test_config_overrides_win_over_the_tokenizers_ids(word_tokenizer):
+    # fairseq's `</s>` decoder start, a Multi30k lever, is an override of the tokenizer's `<s>`.
+    args = ModelArguments(preset="transformer-tiny", config_overrides={"decoder_start_token_id": 2})
+    config = build_model(args, word_tokenizer).config
+    assert config.decoder_start_token_id == 2 != word_tokenizer.bos_token_id
+    assert (config.bos_token_id, config.vocab_size) == (word_tokenizer.bos_token_id, len(word_tokenizer))
+    with pytest.raises(ValueError, match="Unknown --preset 'transformer-huge'"):
+        ModelArguments(preset="transformer-huge")
+
+
+def test_an_old_spelling_of_a_recipe_key_gets_its_new_name(tmp_path):
+    recipe = tmp_path / "old.yaml"
+    recipe.write_text("model_name_or_path: outputs/run/final\n")
+    with pytest.raises(ValueError, match=r"old\.yaml sets 'model_name_or_path' \(now called 'model'\)"):
         _parse(recipe)
 
 

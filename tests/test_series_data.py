@@ -49,7 +49,7 @@ H = "0.01"
 @pytest.fixture(scope="module")
 def sample():
     """A few hundred generated examples, shared by the checks below (about 2 s on 2 cores)."""
-    result = generate_examples(240, seed=1, num_workers=2, progress=False)
+    result = generate_examples(240, seed=1, num_proc=2, progress=False)
     assert len(result.examples) == 240
     return result.examples
 
@@ -316,7 +316,7 @@ def test_drops_are_counted_by_reason():
         "1/(cos(a*x) - cos(b*x))",
         "exp(b*x)",
     ]
-    result = generate_examples(100, candidates=candidates, num_workers=2, progress=False)
+    result = generate_examples(100, candidates=candidates, num_proc=2, progress=False)
     assert [e for e, _ in result.examples] == ["sin(a*x)", "cos(b*x)*sin(a*x)", "exp(b*x)"]
     assert result.drops == {**dict.fromkeys(DROP_REASONS, 0), "pole": 2, "constant": 2, "duplicate": 2}
     assert result.num_candidates == len(candidates)
@@ -334,7 +334,7 @@ def test_hanging_and_crashing_workers_are_replaced():
     candidates = ["sin(a*x)", "hang", "cos(b*x)", "crash", "tan(c*x)", "hang + 1", "sinh(d*x)"]
     started = time.monotonic()
     result = generate_examples(
-        10, candidates=candidates, num_workers=2, timeout=0.5, process=_hang_or_crash, progress=False
+        10, candidates=candidates, num_proc=2, timeout=0.5, process=_hang_or_crash, progress=False
     )
     assert time.monotonic() - started < 10
     assert [e for e, _ in result.examples] == ["sin(a*x)", "cos(b*x)", "tan(c*x)", "sinh(d*x)"]
@@ -345,8 +345,8 @@ def test_hanging_and_crashing_workers_are_replaced():
 def test_dataset_is_deterministic_and_splits_are_disjoint(tmp_path):
     """(c) Same arguments, different worker counts: byte-identical data; (e) no shared source."""
     kwargs = dict(num_examples=60, seed=7, test_size=10, validation_size=5, progress=False)
-    summary_one = generate_series_dataset(tmp_path / "one", num_workers=1, **kwargs)
-    summary_two = generate_series_dataset(tmp_path / "two", num_workers=2, **kwargs)
+    summary_one = generate_series_dataset(tmp_path / "one", num_proc=1, **kwargs)
+    summary_two = generate_series_dataset(tmp_path / "two", num_proc=2, **kwargs)
 
     def data_files(root: Path) -> dict:
         return {
@@ -438,15 +438,15 @@ def test_bad_arguments_name_the_value(tmp_path):
         generate_series_dataset(tmp_path / "out", num_examples=100, test_size=2000)
     with pytest.raises(ValueError, match="num_examples=2.5"):
         generate_series_dataset(tmp_path / "out", num_examples=2.5)
-    with pytest.raises(ValueError, match="num_workers=0"):
-        generate_examples(10, num_workers=0)
+    with pytest.raises(ValueError, match="num_proc=0"):
+        generate_examples(10, num_proc=0)
     with pytest.raises(ValueError, match="timeout=-1"):
         generate_examples(10, timeout=-1)
     with pytest.raises(ValueError, match="validation_size=3"):
         split_examples([("a", "b")] * 5, test_size=2, validation_size=3)
     (tmp_path / "full").mkdir()
     (tmp_path / "full" / "file").write_text("x")
-    with pytest.raises(ValueError, match="overwrite"):
+    with pytest.raises(FileExistsError, match="overwrite"):
         generate_series_dataset(tmp_path / "full", num_examples=50, test_size=5, validation_size=5)
 
 

@@ -17,7 +17,7 @@ from hf_vanilla_transformer.series.sampling import iter_candidates
 from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
 from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
 
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 

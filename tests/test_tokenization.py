@@ -25,7 +25,7 @@ from hf_vanilla_transformer.tokenization import (
     tutorial_series_tokenizer,
 )
 
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 TRAIN_FILES = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]

@@ -18,7 +18,7 @@ from hf_vanilla_transformer.data.translation import load_parallel_text
 from hf_vanilla_transformer.tokenization import train_translation_tokenizer
 from hf_vanilla_transformer.training import LOSS_LOG_NAME, LOSS_PLOT_NAME, paper_peak_learning_rate
 
-from .processes import run_script_file
+from .script_runner import run_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
@@ -48,7 +48,7 @@ def _run(args, cwd, timeout=600):
             args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout, stdin=subprocess.DEVNULL
         )
     else:
-        result = run_script_file(*args[1:], cwd=cwd, env={"OMP_NUM_THREADS": "1"}, timeout=timeout)
+        result = run_script_file(*args[1:], cwd=cwd, env={"OMP_NUM_THREADS": "1"})
     assert result.returncode == 0, (
         f"{' '.join(map(str, args))}\n{result.stdout[-2000:]}\n{result.stderr[-4000:]}"
     )
@@ -222,7 +222,7 @@ def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
     from hf_vanilla_transformer.series.dataset import generate_series_dataset
     from hf_vanilla_transformer.tokenization import train_series_tokenizer
 
-    generate_series_dataset(tmp_path / "data", 80, seed=3, num_workers=1, test_size=8, validation_size=4,
+    generate_series_dataset(tmp_path / "data", 80, seed=3, num_proc=1, test_size=8, validation_size=4,
                             progress=False)  # fmt: skip
     data = datasets.load_from_disk(str(tmp_path / "data"))
     tokenizer = train_series_tokenizer(
@@ -361,8 +361,8 @@ def test_training_profile_splits_the_recipes_steps(translation_data, tmp_path, m
     parser = make_parser(*TRAINING_ARGUMENTS, ProfileArguments)
     *training_arguments, profile_args = parse_recipe_and_args(
         parser,
-        [str(RECIPE), *_tiny(translation_data), "--max_tokens", "600", "--profile_warmup_steps", "1",
-         "--profile_steps", "3", "--profiler_steps", "1"],
+        [str(RECIPE), *_tiny(translation_data), "--max_tokens", "600", "--untimed_steps", "1",
+         "--timed_steps", "3", "--operator_steps", "1"],
     )  # fmt: skip
     result = profile_training(*training_arguments, profile_args)
     assert result["steps_timed"] == 3
@@ -383,10 +383,10 @@ def test_training_profile_splits_the_recipes_steps(translation_data, tmp_path, m
 def test_training_profile_refuses_step_counts_it_cannot_time():
     from hf_vanilla_transformer.benchmarks.training_profile import ProfileArguments
 
-    with pytest.raises(ValueError, match="--profile_warmup_steps and --profile_steps must be at least 1"):
-        ProfileArguments(profile_warmup_steps=0)
-    with pytest.raises(ValueError, match=r"--profiler_steps at least 0; got 3, 20, -1"):
-        ProfileArguments(profiler_steps=-1)
+    with pytest.raises(ValueError, match="--untimed_steps and --timed_steps must be at least 1"):
+        ProfileArguments(untimed_steps=0)
+    with pytest.raises(ValueError, match=r"--operator_steps at least 0; got 3, 20, -1"):
+        ProfileArguments(operator_steps=-1)
 
 
 def test_evaluating_a_shipped_folder_writes_nothing_into_it_and_overwrites_nothing(

@@ -421,7 +421,7 @@ def test_training_refuses_an_earlier_runs_output_dir_unless_asked(tmp_path):
     (run / "notes.txt").write_text("mine")
     args = Seq2SeqTrainingArguments(output_dir=str(run))
     with pytest.raises(
-        ValueError,
+        FileExistsError,
         match=rf"{run} holds an earlier training run \(checkpoint-200, {LOSS_LOG_NAME}\): pass --overwrite "
         rf"to replace it, --resume_from_checkpoint {run}/<checkpoint> to continue it, or another "
         r"--output_dir",

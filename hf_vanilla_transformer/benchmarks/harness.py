@@ -29,6 +29,7 @@ import torch
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
 
 from .. import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from ..errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -496,7 +497,7 @@ def format_markdown(results: dict) -> str:
     CTranslate2 against our generate() (the best of its engines per task), so that no figure is retyped by
     hand."""
     if not isinstance(results, dict) or not results.get("shapes"):
-        raise ValueError(
+        raise UsageError(
             "Not the JSON of a benchmark run (no 'shapes'): "
             "pass the file `scripts/benchmark.py --output` wrote."
         )

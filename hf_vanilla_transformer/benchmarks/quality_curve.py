@@ -14,7 +14,9 @@ import json
 import tempfile
 from pathlib import Path
 
+from ..errors import MissingPathError, UsageError
 from ..evaluation.generation import EvaluationArguments, evaluate_model
+from ..extras import require
 from ..tasks import DatasetArguments
 from ..training.averaging import average_checkpoints
 from ..training.budget import TimeBudget
@@ -25,14 +27,14 @@ def checkpoints_with_minutes(run_dir: str | Path) -> list[tuple[Path, float]]:
     run_dir = Path(run_dir)
     checkpoints = sorted(run_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[-1]))
     if not checkpoints:
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"No checkpoint-<step> folders in {run_dir}: is it a training run's output_dir?"
         )
     points = []
     for checkpoint in checkpoints:
         record = checkpoint / TimeBudget.STATE_FILE
         if not record.is_file():
-            raise FileNotFoundError(
+            raise MissingPathError(
                 f"{checkpoint} has no {TimeBudget.STATE_FILE}: only runs with --max_train_minutes record the "
                 "time of each checkpoint."
             )
@@ -53,7 +55,7 @@ def quality_curve(
     `{"step", "minutes", "checkpoints", "metrics"}`; reports are written into `report_dir` (default: the run's
     `curve/` folder)."""
     if every < 1:
-        raise ValueError(f"`every` ({every}) must be at least 1.")
+        raise UsageError(f"`every` ({every}) must be at least 1.")
     checkpoints = checkpoints_with_minutes(run_dir)
     chosen = [i for i in range(len(checkpoints)) if (len(checkpoints) - 1 - i) % every == 0]
     report_dir = Path(report_dir) if report_dir is not None else Path(run_dir) / "curve"
@@ -89,7 +91,7 @@ def budget_curve(
 def _score(checkpoints, index, eval_args, data_args, last, report_dir: Path) -> dict:
     """The point of `checkpoints[index]`: the average of the `last` checkpoints up to it, scored."""
     if last < 1:
-        raise ValueError(f"`last` ({last}) must be at least 1.")
+        raise UsageError(f"`last` ({last}) must be at least 1.")
     window = [path for path, _ in checkpoints[max(0, index - last + 1) : index + 1]]
     step = int(window[-1].name.split("-")[-1])
     with tempfile.TemporaryDirectory() as folder:
@@ -110,10 +112,10 @@ def _score(checkpoints, index, eval_args, data_args, last, report_dir: Path) -> 
 def load_curve(path: str | Path) -> dict:
     """A curve.json written by `scripts/quality_curve.py`: `{"label", "metric", "split", "points"}`."""
     if not Path(path).is_file():
-        raise FileNotFoundError(f"No curve at {path}: give a curve.json of scripts/quality_curve.py.")
+        raise MissingPathError(f"No curve at {path}: give a curve.json of scripts/quality_curve.py.")
     curve = json.loads(Path(path).read_text(encoding="utf-8"))
     if not isinstance(curve, dict) or not {"label", "metric", "points"} <= curve.keys():
-        raise ValueError(
+        raise UsageError(
             f"{path} is not a curve.json of scripts/quality_curve.py (an object with label, metric and "
             "points): score that run again with this version of the script."
         )
@@ -138,7 +140,7 @@ def format_curve(points: list[dict], metric: str) -> str:
 def plot_curve(curves: dict[str, list[dict]], metric: str, path: str | Path, title: str = "") -> Path:
     """`metric` against minutes of training, one line per curve (named by its key in `curves`), one marker
     per point, as a PNG."""
-    import matplotlib
+    matplotlib = require("matplotlib", "The quality-curve plot")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -13,6 +13,8 @@ import json
 import statistics
 from pathlib import Path
 
+from ..errors import MissingPathError, UsageError
+from ..extras import require
 from ..training.logs import LOSS_LOG_NAME
 
 
@@ -20,12 +22,12 @@ def compare_arms(scores: dict[str, list[float]], baseline: str) -> list[dict]:
     """One row per arm: its scores by seed, their mean and range, and its difference from `baseline`'s mean
     with the verdict (`"above"`, `"below"` or `"inside the seed noise"`; `None` for the baseline itself)."""
     if baseline not in scores:
-        raise ValueError(f"No scores for the baseline arm {baseline!r}; arms: {', '.join(scores)}.")
+        raise UsageError(f"No scores for the baseline arm {baseline!r}; arms: {', '.join(scores)}.")
     base = scores[baseline]
     rows = []
     for arm, values in scores.items():
         if not values:
-            raise ValueError(f"Arm {arm!r} has no scores.")
+            raise UsageError(f"Arm {arm!r} has no scores.")
         row = {
             "arm": arm,
             "scores": values,
@@ -69,7 +71,7 @@ def validation_curve(run_dir: str | Path, key: str = "eval_loss") -> list[tuple[
     """(step, value) of `key` from a run's loss log, in step order."""
     path = Path(run_dir) / LOSS_LOG_NAME
     if not path.is_file():
-        raise FileNotFoundError(f"No {LOSS_LOG_NAME} in {run_dir}: is it a training run's output_dir?")
+        raise MissingPathError(f"No {LOSS_LOG_NAME} in {run_dir}: is it a training run's output_dir?")
     records = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
     return sorted((record["step"], record[key]) for record in records if key in record)
 
@@ -78,7 +80,7 @@ def plot_validation_curves(
     curves: dict[str, list[list[tuple[int, float]]]], path: str | Path, ylabel: str = "validation loss"
 ) -> Path:
     """One colour per arm, one line per seed: validation loss against updates, as a PNG."""
-    import matplotlib
+    matplotlib = require("matplotlib", "The validation-curve plot")
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt

@@ -23,6 +23,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
+from ..errors import UsageError
 from .harness import MATMUL_OPERATORS, matmul_peak_gflops, training_flops_per_step
 
 PHASES = ("data", "forward_backward", "optimizer", "after_step")
@@ -43,19 +44,19 @@ OPERATOR_CATEGORIES = (
 
 @dataclass
 class ProfileArguments:
-    profile_warmup_steps: int = field(default=3, metadata={"help": "Steps run before anything is measured."})
-    profile_steps: int = field(default=20, metadata={"help": "Steps timed phase by phase."})
-    profiler_steps: int = field(
+    untimed_steps: int = field(default=3, metadata={"help": "Steps run before anything is measured."})
+    timed_steps: int = field(default=20, metadata={"help": "Steps timed phase by phase."})
+    operator_steps: int = field(
         default=3, metadata={"help": "Steps run after those under torch.profiler, for the operator table."}
     )
     output_file: str | None = field(default=None, metadata={"help": "Also write the results here (JSON)."})
 
     def __post_init__(self):
-        if self.profile_warmup_steps < 1 or self.profile_steps < 1 or self.profiler_steps < 0:
-            raise ValueError(
-                "--profile_warmup_steps and --profile_steps must be at least 1 (the first timed step needs "
-                "the end of the one before it), --profiler_steps at least 0; got "
-                f"{self.profile_warmup_steps}, {self.profile_steps}, {self.profiler_steps}."
+        if self.untimed_steps < 1 or self.timed_steps < 1 or self.operator_steps < 0:
+            raise UsageError(
+                "--untimed_steps and --timed_steps must be at least 1 (the first timed step needs "
+                "the end of the one before it), --operator_steps at least 0; got "
+                f"{self.untimed_steps}, {self.timed_steps}, {self.operator_steps}."
             )
 
 
@@ -159,14 +160,14 @@ def categorize_operators(events, wall_seconds: float) -> dict[str, float]:
 def profile_training(
     model_args, data_args, recipe_args, training_args, profile_args: ProfileArguments
 ) -> dict:
-    """Train the recipe for `profile_warmup_steps + profile_steps + profiler_steps` steps and return where the
+    """Train the recipe for `untimed_steps + timed_steps + operator_steps` steps and return where the
     time went (see the module docstring). Nothing is saved: no checkpoints, no evaluation, no final model."""
     from ..training import build_trainer
 
     warmup, timed, profiled = (
-        profile_args.profile_warmup_steps,
-        profile_args.profile_steps,
-        profile_args.profiler_steps,
+        profile_args.untimed_steps,
+        profile_args.timed_steps,
+        profile_args.operator_steps,
     )
     total = warmup + timed + profiled
     with tempfile.TemporaryDirectory() as scratch:

@@ -9,6 +9,8 @@ from typing import Any
 from datasets import DatasetDict
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase
 
+from ..errors import MissingPathError, UsageError
+
 logger = logging.getLogger(__name__)
 
 # Loss functions (torch cross_entropy, transformers' seq2seq losses) ignore this label id.
@@ -79,16 +81,16 @@ def tokenize_pairs(
     """
     for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
         if not isinstance(value, int) or value < 2:
-            raise ValueError(f"`{name}` must be an integer >= 2 (a token and </s>), got {value!r}.")
+            raise UsageError(f"`{name}` must be an integer >= 2 (a token and </s>), got {value!r}.")
         if value > tokenizer.model_max_length:
-            raise ValueError(
+            raise UsageError(
                 f"`{name}`={value} exceeds the tokenizer's model_max_length={tokenizer.model_max_length}; "
                 f"lower `{name}` or retrain the tokenizer with a larger `model_max_length`."
             )
     for split, dataset in dataset_dict.items():
         for column, _ in (source, target):
             if column not in dataset.column_names:
-                raise ValueError(
+                raise UsageError(
                     f"Split '{split}' has no column '{column}'; columns found: "
                     f"{', '.join(dataset.column_names)}."
                 )
@@ -166,7 +168,7 @@ def load_prepared_splits(folder: str | Path, task: str) -> DatasetDict:
     path = Path(folder)
     if not (path / "dataset_dict.json").is_file():
         state = "holds no prepared data set (no dataset_dict.json)" if path.is_dir() else "does not exist"
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"{folder} {state}. Make one with `{PREPARED_DATA_MADE_BY[task]}` (the recipes in "
             "scripts/recipes/ do it first)."
         )

@@ -29,6 +29,7 @@ import datasets
 from datasets import Dataset, DatasetDict, Features, Translation
 from transformers import PreTrainedTokenizerBase
 
+from ..errors import MissingPathError, UsageError
 from ..saving import is_local_path, nearest_sibling
 from .preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
 
@@ -56,7 +57,7 @@ def iter_text_lines(path: str | os.PathLike) -> Iterator[str]:
     """
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"No such text file: '{path}'. Check the path (and the file's extension).")
+        raise MissingPathError(f"No such text file: '{path}'. Check the path (and the file's extension).")
     with path.open("rb") as probe:
         compressed = probe.read(2) == _GZIP_MAGIC
     opener = gzip.open if compressed else open
@@ -66,7 +67,7 @@ def iter_text_lines(path: str | os.PathLike) -> Iterator[str]:
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise ValueError(
+                raise UsageError(
                     f"'{path}' is not valid UTF-8: line {line_number} has byte {raw[err.start]:#04x} at byte "
                     f"offset {err.start}. Re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
                 ) from None
@@ -99,13 +100,13 @@ def _find_file(data_dir: Path, prefix: str, lang: str) -> Path:
         if path.is_file() and (match := pattern.match(path.name)):
             languages_by_prefix[match["prefix"]].add(match["lang"])
     if prefix in languages_by_prefix:
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"No file for language '{lang}' in {data_dir} (looked for {prefix}.{lang} and "
             f"{prefix}.{lang}.gz); languages found: {', '.join(sorted(languages_by_prefix[prefix]))}."
         )
     # Parallel files come in pairs: a lone "README.md" is not a split.
     prefixes = sorted(p for p, languages in languages_by_prefix.items() if len(languages) > 1)
-    raise FileNotFoundError(
+    raise MissingPathError(
         f"No '{prefix}.*' files in {data_dir}; file prefixes found: {', '.join(prefixes) or 'none'}. "
         "Map each split to its prefix with `split_files`, e.g. {'train': 'train', 'validation': 'val'}."
     )
@@ -118,7 +119,7 @@ def _read_parallel_split(
     sources = list(iter_text_lines(src_path))
     targets = list(iter_text_lines(tgt_path))
     if len(sources) != len(targets):
-        raise ValueError(
+        raise UsageError(
             f"Parallel files differ in length: '{src_path}' has {len(sources)} lines but '{tgt_path}' has "
             f"{len(targets)}. Line N of one must translate line N of the other; re-align or re-export them."
         )
@@ -166,11 +167,11 @@ def load_parallel_text(
     """
     data_dir = Path(data_dir)
     if not data_dir.is_dir():
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"Data folder '{data_dir}' does not exist; pass the folder holding the text files."
         )
     if src_lang == tgt_lang:
-        raise ValueError(f"Source and target language are both '{src_lang}'; pass two different languages.")
+        raise UsageError(f"Source and target language are both '{src_lang}'; pass two different languages.")
     split_files = dict(MULTI30K_SPLIT_FILES if split_files is None else split_files)
     # Hub order: (source, target), like wmt14's Translation(languages=["de", "en"]) for de-en.
     features = Features({"translation": Translation(languages=[src_lang, tgt_lang])})
@@ -211,7 +212,7 @@ def load_translation_dataset(
         load_kwargs: go to `datasets.load_dataset` (e.g. `cache_dir`, `revision`).
     """
     if languages is not None and (isinstance(languages, str) or len(languages) != 2):
-        raise ValueError(f"`languages` is the pair (source, target), e.g. ('de', 'en'); got {languages!r}.")
+        raise UsageError(f"`languages` is the pair (source, target), e.g. ('de', 'en'); got {languages!r}.")
     path = Path(name_or_path)
     if path.is_dir():
         loaded = _load_local_folder(path, config_name, languages, **load_kwargs)
@@ -226,7 +227,7 @@ def load_translation_dataset(
                 "folder of line-aligned text files, or a Hub dataset id such as 'wmt14' or "
                 "'bentrevett/multi30k'."
             )
-            raise FileNotFoundError(f"'{name}' is not a dataset folder. {hint}")
+            raise MissingPathError(f"'{name}' is not a dataset folder. {hint}")
         loaded = datasets.load_dataset(name, config_name, **load_kwargs)
     return to_translation_schema(loaded, languages, source=str(name_or_path))
 
@@ -238,7 +239,7 @@ def _load_local_folder(
     if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
         loaded = datasets.load_from_disk(str(path))
         if not isinstance(loaded, DatasetDict):
-            raise ValueError(
+            raise UsageError(
                 f"'{path}' holds a single Dataset, not a DatasetDict. Save the splits together: "
                 "`DatasetDict(train=..., validation=..., test=...).save_to_disk(path)`."
             )
@@ -255,7 +256,7 @@ def _load_local_folder(
     if languages is not None:  # no training pair either: its error lists the file prefixes found
         src_lang, tgt_lang = languages
         return load_parallel_text(path, src_lang, tgt_lang)
-    raise ValueError(
+    raise UsageError(
         f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor data files "
         f"({', '.join(_DATA_FILE_SUFFIXES)}). For line-aligned text files pass `languages` or use "
         "`load_parallel_text`."
@@ -289,19 +290,19 @@ def to_translation_schema(
     """
     if languages is not None:
         if isinstance(languages, str):  # a string is a sequence too: "de" would read as ("d", "e")
-            raise ValueError(
+            raise UsageError(
                 f"Pass the languages as a sequence, e.g. ('de', 'en'), not the string {languages!r}."
             )
         languages = list(languages)
         if len(set(languages)) != len(languages) or len(languages) < 2:
-            raise ValueError(f"Pass two or more different languages, got {languages}.")
+            raise UsageError(f"Pass two or more different languages, got {languages}.")
     converted = {}
     for split, dataset in dataset_dict.items():
         if "translation" in dataset.column_names:
             found = translation_languages(dataset)
             for lang in languages or ():
                 if lang not in found:
-                    raise ValueError(
+                    raise UsageError(
                         f"Language '{lang}' is not in split '{split}' of {source}; languages found: "
                         f"{', '.join(found)}."
                     )
@@ -326,7 +327,7 @@ def to_translation_schema(
             not_text = [
                 c for c in languages or () if c in dataset.column_names and not _is_text_column(dataset, c)
             ]
-            raise ValueError(
+            raise UsageError(
                 f"Split '{split}' of {source} has neither a 'translation' column of {{language: sentence}} "
                 f"dicts (as in wmt14) nor {expected} (as in bentrevett/multi30k). Columns found: "
                 f"{', '.join(dataset.column_names) or 'none'}."
@@ -339,7 +340,7 @@ def translation_languages(dataset: Dataset) -> list[str]:
     """The language codes in a dataset's `translation` column (`["de", "en"]`), or a `ValueError`."""
     feature = dataset.features.get("translation")
     if feature is None:
-        raise ValueError(
+        raise UsageError(
             f"The dataset has no 'translation' column (columns: {', '.join(dataset.column_names)}). "
             "Expected the Hub schema: a 'translation' column of {language: sentence} dicts."
         )
@@ -347,7 +348,7 @@ def translation_languages(dataset: Dataset) -> list[str]:
         return list(feature.languages)
     if isinstance(feature, dict):  # e.g. parquet written without Hugging Face metadata: a struct of strings
         return list(feature)
-    raise ValueError(f"The 'translation' column has type {feature}; expected {{language: sentence}} dicts.")
+    raise UsageError(f"The 'translation' column has type {feature}; expected {{language: sentence}} dicts.")
 
 
 def tokenize_translation(
@@ -365,7 +366,7 @@ def tokenize_translation(
         languages = translation_languages(dataset)
         for lang in (src_lang, tgt_lang):
             if lang not in languages:
-                raise ValueError(
+                raise UsageError(
                     f"Language '{lang}' is not in split '{split}'; languages found: {', '.join(languages)}."
                 )
     return tokenize_pairs(

@@ -18,6 +18,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoConfig, GenerationConfig
 
+from ..errors import ExistingPathError, UsageError
 from ..saving import check_model_location, check_model_task, load_model_folder
 from ..tasks import DatasetArguments, Task, load_split_texts
 
@@ -97,7 +98,7 @@ def report_path(eval_args: EvaluationArguments, generation: dict, subset_size: i
 
 def check_report_path(path: Path, overwrite: bool) -> None:
     if path.exists() and not overwrite:
-        raise FileExistsError(
+        raise ExistingPathError(
             f"{path} exists: pass --overwrite to replace it, or --output_file to write elsewhere."
         )
 
@@ -148,7 +149,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     check_model_location(eval_args.model)
     raw = data_args.load_raw()
     if eval_args.split not in raw:
-        raise ValueError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")
+        raise UsageError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")
     split = raw[eval_args.split]
     subset_size = None
     if eval_args.max_examples is not None and eval_args.max_examples < split.num_rows:

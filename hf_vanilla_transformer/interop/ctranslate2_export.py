@@ -22,6 +22,7 @@ from ctranslate2.converters.converter import Converter
 from ctranslate2.converters.transformers import BartLoader
 from ctranslate2.specs import common_spec, transformer_spec
 
+from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..tokenization import load_tokenizer
 from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
@@ -43,13 +44,13 @@ class _VanillaTransformerLoader(BartLoader):
     ) -> transformer_spec.TransformerSpec:
         config = model.config
         if config.encoder_attention_heads != config.decoder_attention_heads:
-            raise ValueError(
+            raise UsageError(
                 "CTranslate2's TransformerSpec uses one head count for encoder and decoder, but this model "
                 f"has {config.encoder_attention_heads} encoder and {config.decoder_attention_heads} decoder "
                 "heads."
             )
         if config.activation_function not in _ACTIVATIONS:
-            raise ValueError(
+            raise UsageError(
                 f"Activation {config.activation_function!r} has no CTranslate2 equivalent here; "
                 f"supported: {', '.join(_ACTIVATIONS)}."
             )
@@ -101,7 +102,7 @@ class _VanillaTransformerLoader(BartLoader):
         size = model.config.vocab_size
         missing = [index for index in range(size) if index not in by_id]
         if missing or len(by_id) != size or not model.config.share_encoder_decoder_embeddings:
-            raise ValueError(
+            raise UsageError(
                 f"The export needs one shared vocabulary whose ids are exactly 0..{size - 1}; the tokenizer "
                 f"has {len(by_id)} tokens (missing ids: {missing[:5]}), shared embeddings: "
                 f"{model.config.share_encoder_decoder_embeddings}. Save the model with the tokenizer it was "
@@ -135,7 +136,7 @@ class VanillaTransformerConverter(Converter):
         )
         if not self.tokenizer.is_fast:
             # The export's generation side (ctranslate2_inference) reads tokenizer.json without transformers.
-            raise ValueError(
+            raise UsageError(
                 f"{self.model_path} has a {type(self.tokenizer).__name__}, not a fast tokenizer "
                 "(tokenizer.json): the export needs one. For a model converted from Marian (OPUS-MT), "
                 "CTranslate2 converts the original directly: `ct2-transformers-converter --model <Marian "
@@ -161,11 +162,11 @@ def convert_to_ctranslate2(
 
     # Checked before CTranslate2 is asked, which answers both with a traceback from inside its converter.
     if quantization is not None and quantization not in ACCEPTED_MODEL_TYPES:
-        raise ValueError(
+        raise UsageError(
             f"Unknown quantization {quantization!r}; CTranslate2 accepts {', '.join(ACCEPTED_MODEL_TYPES)}."
         )
     if Path(output_dir).exists() and not force:
-        raise FileExistsError(
+        raise ExistingPathError(
             f"{output_dir} exists: pass --overwrite to replace it, or choose another --output_dir."
         )
     converter = VanillaTransformerConverter(model_path)

@@ -6,6 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
+from ..errors import ExistingPathError, MissingPathError, UsageError
 from ..saving import load_model_folder, save_model_folder
 
 # A card's usage code names its repository "<owner>/<name>" until it is pushed: the owner is whoever
@@ -13,28 +14,46 @@ from ..saving import load_model_folder, save_model_folder
 CARD_REPO_PLACEHOLDER = re.compile(r"<owner>/[\w.-]+")
 
 
-def build_hub_folder(model_dir: str | Path, output_dir: str | Path, card: str | Path | None = None) -> Path:
+def build_hub_folder(
+    model_dir: str | Path, output_dir: str | Path, card: str | Path | None = None, overwrite: bool = False
+) -> Path:
     """Assemble a Hub repository's files in `output_dir`: safetensors weights, config with `auto_map`, the
     modeling/configuration/pipeline code (so `trust_remote_code=True` works for Hub users), tokenizer and
     generation config, all saved anew from `model_dir`; the evaluation reports of `model_dir`
     (`eval-*.json`, which the card quotes); and the model card as README.md, from `card` or else the README.md
-    already in `output_dir` (how `model_cards/<name>/` is refreshed). Other files in `output_dir` stay."""
+    already in `output_dir` (how `model_cards/<name>/` is refreshed). Other files in `output_dir` stay. A
+    model already in `output_dir` (a shipped folder, say) is replaced only with `overwrite`, its reports
+    with it: they describe the model replaced."""
     model_dir, output_dir = Path(model_dir), Path(output_dir)
+    if output_dir.resolve() == model_dir.resolve():
+        raise UsageError(f"{model_dir} is both the model and the folder to assemble: give another --folder.")
+    held = sorted(
+        path.name
+        for pattern in ("config.json", "*.safetensors", "eval-*.json")
+        for path in output_dir.glob(pattern)
+    )
+    if held and not overwrite:
+        raise ExistingPathError(
+            f"{output_dir} holds a model already ({', '.join(held[:4])}{', ...' if len(held) > 4 else ''}): "
+            f"pass --overwrite to replace it with {model_dir}, or another --folder."
+        )
     card = Path(card) if card is not None else output_dir / "README.md"
     if not card.is_file():
-        raise FileNotFoundError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
+        raise MissingPathError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
     from huggingface_hub import ModelCard
 
     try:
         ModelCard.load(card)
     except Exception as error:  # yaml's ScannerError/ParserError, or huggingface_hub's checks of the fields
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise ValueError(
+        raise UsageError(
             f"The metadata of the model card {card} (the YAML block between the --- lines at its top) does "
             f"not parse: {first_line}. Fix the YAML; the Hub would reject the card too."
         ) from error
     card_text = card.read_text(encoding="utf-8")
     model, tokenizer = load_model_folder(model_dir)
+    for report in output_dir.glob("eval-*.json"):
+        report.unlink()
     save_model_folder(model, tokenizer, output_dir)
     for report in sorted(model_dir.glob("eval-*.json")):
         shutil.copyfile(report, output_dir / report.name)
@@ -47,7 +66,7 @@ def upload_plan(folder: str | Path) -> list[tuple[str, int]]:
     and folders, such as a `.cache`, excepted)."""
     folder = Path(folder)
     if not (folder / "config.json").is_file() or not (folder / "README.md").is_file():
-        raise FileNotFoundError(
+        raise MissingPathError(
             f"{folder} is not a Hub-ready model folder (it needs config.json and README.md); assemble one "
             "with `scripts/push_to_hub.py --model <trained model folder> --folder <folder> --dry_run`."
         )

@@ -16,6 +16,8 @@ from pathlib import Path
 import torch
 
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
+from ..errors import MissingPathError, UsageError
+from ..extras import require
 from ..modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     sinusoidal_position_table,
@@ -34,7 +36,7 @@ def config_from_marian(marian_config) -> VanillaTransformerConfig:
     if getattr(marian_config, "normalize_before", False) or getattr(
         marian_config, "layernorm_embedding", False
     ):
-        raise ValueError("Only post-LN Marian models without an embedding LayerNorm can be converted.")
+        raise UsageError("Only post-LN Marian models without an embedding LayerNorm can be converted.")
     return VanillaTransformerConfig(
         vocab_size=marian_config.vocab_size,
         decoder_vocab_size=marian_config.decoder_vocab_size or marian_config.vocab_size,
@@ -71,7 +73,7 @@ def state_dict_from_marian(marian_state: dict[str, torch.Tensor], config: Vanill
         if _POSITIONS.fullmatch(name):
             expected = sinusoidal_position_table(*tensor.shape, config.sinusoid_layout)
             if not torch.allclose(tensor.float(), expected, atol=1e-4):
-                raise ValueError(
+                raise UsageError(
                     f"{name} is not the sinusoid table Marian builds; this checkpoint cannot be converted."
                 )
             continue
@@ -106,16 +108,18 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
 
     from ..saving import check_hub_reachable, save_model_folder
 
+    require("sentencepiece", "Importing a Marian model (its tokenizers)")
+
     if not Path(model_name_or_path).is_dir():
         if is_local_path(model_name_or_path):
-            raise FileNotFoundError(
+            raise MissingPathError(
                 f"No Marian model folder at {model_name_or_path}: pass a folder saved by "
                 "MarianMTModel.save_pretrained or a Hub id such as Helsinki-NLP/opus-mt-de-en."
             )
         check_hub_reachable(str(model_name_or_path), "config.json")
     config = AutoConfig.from_pretrained(model_name_or_path)
     if config.model_type != "marian":
-        raise ValueError(
+        raise UsageError(
             f"{model_name_or_path} holds a {config.model_type!r} model (its config.json), not a Marian one: "
             "convert_marian expects a MarianMTModel folder or Hub id (model_type 'marian')."
         )

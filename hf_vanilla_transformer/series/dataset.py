@@ -20,9 +20,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import symengine as se
 import sympy as sp
 
+from ..errors import ExistingPathError, UsageError
+from .expansion import se
 from .grammar import SYMBOL_NAMES, count_terms
 from .renamings import symbol_renaming_shape
 from .sampling import MAX_TERMS, check_sampling
@@ -39,7 +40,7 @@ def split_examples(
     validate_positive("test_size", test_size, allow_zero=True, integer=True)
     validate_positive("validation_size", validation_size, allow_zero=True, integer=True)
     if test_size + validation_size >= len(examples):
-        raise ValueError(
+        raise UsageError(
             f"test_size={test_size} + validation_size={validation_size} leaves no training examples "
             f"out of {len(examples)}; lower them or raise num_examples."
         )
@@ -92,7 +93,7 @@ class SeriesDataArguments:
         default_factory=lambda: list(SYMBOL_NAMES),
         metadata={"help": f"The symbols expressions draw from, a subset of {' '.join(SYMBOL_NAMES)}."},
     )
-    num_workers: int = field(default=2, metadata={"help": "Worker processes computing series."})
+    num_proc: int = field(default=2, metadata={"help": "Worker processes computing series."})
     test_size: int | None = field(
         default=None,
         metadata={"help": "Examples in the test split (default: 2000, or 4 percent below 50,000)."},
@@ -114,13 +115,13 @@ class SeriesDataArguments:
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing non-empty output_dir."})
 
     def __post_init__(self):
-        for name in ("num_examples", "num_workers", "max_target_chars"):
+        for name in ("num_examples", "num_proc", "max_target_chars"):
             validate_positive(name, getattr(self, name), integer=True)
         check_sampling(self.max_terms, self.symbols)
         validate_positive("timeout", self.timeout)
         validate_positive("memory_limit_mb", self.memory_limit_mb, allow_zero=True, integer=True)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
-            raise ValueError(f"seed={self.seed!r} must be an integer.")
+            raise UsageError(f"seed={self.seed!r} must be an integer.")
         default_test, default_validation = default_split_sizes(self.num_examples)
         if self.test_size is None:
             self.test_size = default_test
@@ -129,16 +130,16 @@ class SeriesDataArguments:
         for name in ("test_size", "validation_size"):
             validate_positive(name, getattr(self, name), allow_zero=True, integer=True)
         if self.test_size + self.validation_size >= self.num_examples:
-            raise ValueError(
+            raise UsageError(
                 f"test_size={self.test_size} + validation_size={self.validation_size} must be smaller than "
                 f"num_examples={self.num_examples} so that the train split is not empty; lower the split "
                 "sizes or raise num_examples."
             )
         path = Path(self.output_dir)
         if path.exists() and not path.is_dir():
-            raise ValueError(f"output_dir={self.output_dir!r} exists and is not a directory.")
+            raise UsageError(f"output_dir={self.output_dir!r} exists and is not a directory.")
         if path.is_dir() and any(path.iterdir()) and not self.overwrite:
-            raise ValueError(
+            raise ExistingPathError(
                 f"output_dir={self.output_dir!r} is not empty; choose another directory or pass "
                 "overwrite=True (--overwrite) to replace it."
             )
@@ -154,7 +155,7 @@ def generate_series_dataset(
 ) -> dict:
     """Generate, split and save the data set; return the summary (also written to summary.json).
 
-    `options` are the other fields of `SeriesDataArguments` (seed, num_workers, test_size, validation_size,
+    `options` are the other fields of `SeriesDataArguments` (seed, num_proc, test_size, validation_size,
     timeout, max_target_chars, memory_limit_mb, overwrite); bad values raise `ValueError` naming them.
     `output_dir` receives a `datasets.DatasetDict` (`save_to_disk`; splits train, validation and test; columns
     `expression` and `series`) and `summary.json` (split sizes, drops by reason, character-length statistics,
@@ -167,7 +168,7 @@ def generate_series_dataset(
         seed=args.seed,
         max_terms=args.max_terms,
         symbols=args.symbols,
-        num_workers=args.num_workers,
+        num_proc=args.num_proc,
         timeout=args.timeout,
         max_target_chars=args.max_target_chars,
         memory_limit_mb=args.memory_limit_mb,

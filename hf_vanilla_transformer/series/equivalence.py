@@ -28,9 +28,12 @@ from dataclasses import dataclass
 import sympy
 
 if __package__:
+    from ..errors import UsageError
     from .grammar import SERIES_NAMES, SeriesParseError, parse_series
-else:  # the worker process: this file run as a script, its folder first on sys.path
+else:  # the worker process: this file run as a script, its folder first on sys.path, without the package
     from grammar import SERIES_NAMES, SeriesParseError, parse_series
+
+    UsageError = ValueError
 
 logger = logging.getLogger(__name__)
 
@@ -111,7 +114,7 @@ class EquivalenceChecker:
 
     def __init__(self, timeout: float = 5.0, startup_timeout: float = 120.0):
         if not timeout > 0:
-            raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
+            raise UsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self._process: subprocess.Popen | None = None

@@ -22,12 +22,17 @@ How a series is computed, and why this way:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import cache
 from typing import NamedTuple
 
-import symengine as se
 import sympy as sp
 
+from ..errors import UsageError
+from ..extras import lazy_module
 from .grammar import SERIES_ORDER, SYMBOL_NAMES, VARIABLE, check_expression
+
+# The series task's one optional dependency: training and evaluation on a data set need only sympy.
+se = lazy_module("symengine", "The series CAS (data generation, the demo's reference expansions)")
 
 # Orders asked of symengine; see the module docstring (step 1) for why more than SERIES_ORDER.
 WORKING_ORDERS = (9, 12)
@@ -36,15 +41,21 @@ TIEBREAK_ORDER = 16
 # Reasons a candidate expression is not in the data set, in the order the summary lists them.
 DROP_REASONS = ("duplicate", "pole", "constant", "too_long", "timeout", "order_mismatch", "error")
 
-_SE_X = se.Symbol(VARIABLE)
 _SP_X = sp.Symbol(VARIABLE)
 _SP_SYMBOLS = tuple(sp.Symbol(name) for name in SYMBOL_NAMES)
 # Coefficients of the series live in this field; arithmetic there cancels as it goes.
 _FIELD, *_FIELD_GENS = sp.field(",".join(SYMBOL_NAMES), sp.ZZ)
-_SE_SYMBOL_TO_GEN = {se.Symbol(name): gen for name, gen in zip(SYMBOL_NAMES, _FIELD_GENS, strict=True)}
 
 
-class SeriesError(ValueError):
+@cache
+def _symengine_symbols() -> tuple:
+    """symengine's x, and its symbols mapped to the field's generators: built on first use, as symengine is
+    imported on first use."""
+    generators = {se.Symbol(name): gen for name, gen in zip(SYMBOL_NAMES, _FIELD_GENS, strict=True)}
+    return se.Symbol(VARIABLE), generators
+
+
+class SeriesError(UsageError):
     """An expression has no usable series; ``reason`` is one of ``DROP_REASONS``."""
 
     def __init__(self, reason: str, message: str):
@@ -66,9 +77,10 @@ def _to_field(expr: se.Basic, memo: dict):
     elif expr.is_Rational:
         out = _FIELD(int(expr.p)) / _FIELD(int(expr.q))
     elif expr.is_Symbol:
-        if expr not in _SE_SYMBOL_TO_GEN:
+        generators = _symengine_symbols()[1]
+        if expr not in generators:
             raise SeriesError("error", f"unexpected symbol {expr} in a series coefficient")
-        out = _SE_SYMBOL_TO_GEN[expr]
+        out = generators[expr]
     elif expr.is_Add:
         out = _FIELD.zero
         for arg in expr.args:
@@ -87,7 +99,7 @@ def _to_field(expr: se.Basic, memo: dict):
 
 def _coefficients_at(expr: se.Basic, working_order: int) -> list:
     """Coefficients of x**0 .. x**(SERIES_ORDER-1) as field elements; raises on a pole."""
-    pairs = se.series(expr, _SE_X, n=working_order, as_deg_coef_pair=True)
+    pairs = se.series(expr, _symengine_symbols()[0], n=working_order, as_deg_coef_pair=True)
     if not isinstance(pairs, list):  # symengine returns a bare expression for a constant
         pairs = [(0, pairs)]
     memo: dict = {}
@@ -143,7 +155,7 @@ def _field_coefficients(expression: str) -> list:
     when symengine's working orders disagree (see the module docstring).
     """
     expr = _parse_source(expression)
-    if _SE_X not in expr.free_symbols:
+    if _symengine_symbols()[0] not in expr.free_symbols:
         return [_to_field(expr, {})] + [_FIELD.zero] * (SERIES_ORDER - 1)
     low, high = (_coefficients_at(expr, order) for order in WORKING_ORDERS)
     if low != high and _coefficients_at(expr, TIEBREAK_ORDER) != high:

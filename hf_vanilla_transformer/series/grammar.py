@@ -23,6 +23,11 @@ import re
 
 import sympy as sp
 
+if __package__:
+    from ..errors import UsageError
+else:  # imported by the equivalence worker (equivalence.py run as a script), where the package is not
+    UsageError = ValueError
+
 FUNCTIONS = ("exp", "sin", "cos", "tan", "sinh", "cosh", "tanh")
 # The tutorial's symbols: "e" is skipped because it reads as Euler's number.
 SYMBOL_NAMES = ("a", "b", "c", "d", "f", "g")
@@ -104,7 +109,7 @@ def names_in(text: str) -> set[str]:
     return set(_NAME.findall(text))
 
 
-class SeriesParseError(ValueError):
+class SeriesParseError(UsageError):
     """The text is not a series (or expression) of this grammar."""
 
 

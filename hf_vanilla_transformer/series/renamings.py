@@ -13,6 +13,7 @@ import logging
 import random
 from collections.abc import Iterable, Sequence
 
+from ..errors import UsageError
 from .grammar import EXPRESSION_NAMES, FUNCTIONS, SYMBOL, SYMBOL_NAMES, names_in
 
 logger = logging.getLogger(__name__)
@@ -41,7 +42,7 @@ def order_preserving_renamings(expression: str, series: str) -> list[tuple[str, 
     if unknown:
         # A symbol outside SYMBOL_NAMES sits somewhere in the alphabet (`e` between d and f): renaming around
         # it could reorder the symbols and silently break the canonical form, so such data is refused.
-        raise ValueError(
+        raise UsageError(
             f"Expression {expression!r} uses {unknown}, outside this data set's symbols {SYMBOL_NAMES} and "
             f"functions {FUNCTIONS}: symbol renamings are defined only for series data made by "
             "scripts/generate_series.py; train without --symbol_renamings."
@@ -74,7 +75,7 @@ def symbol_renamings_of_pairs(
     pair appears twice. Returns the new pairs only, as two lists.
     """
     if per_example < 0:
-        raise ValueError(f"`per_example` must be 0 or more, got {per_example}.")
+        raise UsageError(f"`per_example` must be 0 or more, got {per_example}.")
     rng = random.Random(seed)
     taken = set(exclude) | set(expressions)
     new_expressions: list[str] = []

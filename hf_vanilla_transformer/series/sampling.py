@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
+from ..errors import UsageError
 from .grammar import FUNCTIONS, SYMBOL_NAMES, VARIABLE
 
 # Sampler weights. Multipliers 1..4 with small ones more likely keep the coefficients readable;
@@ -58,10 +59,10 @@ def _combine(op: str, left: _Node, right: _Node) -> _Node:
 def check_sampling(max_terms: int, symbols: Sequence[str]) -> None:
     """Raise `ValueError` for a term count or symbols the sampler cannot use, naming the value."""
     if not isinstance(max_terms, int) or isinstance(max_terms, bool) or max_terms < 1:
-        raise ValueError(f"max_terms={max_terms!r} must be an integer of at least 1.")
+        raise UsageError(f"max_terms={max_terms!r} must be an integer of at least 1.")
     unknown = [s for s in symbols if s not in SYMBOL_NAMES]
     if not symbols or unknown:
-        raise ValueError(
+        raise UsageError(
             f"symbols={list(symbols)!r} must be a non-empty subset of the grammar's {list(SYMBOL_NAMES)}"
             + (f"; {unknown} are not." if unknown else ".")
         )

@@ -24,10 +24,10 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 
-import symengine as se
 from tqdm.auto import tqdm
 
-from .expansion import DROP_REASONS, SeriesOutcome, expression_to_series
+from ..errors import UsageError
+from .expansion import DROP_REASONS, SeriesOutcome, expression_to_series, se
 from .grammar import SYMBOL_NAMES
 from .sampling import MAX_TERMS, iter_candidates
 
@@ -114,9 +114,9 @@ def validate_positive(name: str, value, allow_zero: bool = False, integer: bool 
     """Raise a ValueError that names the argument, its value and what is expected."""
     kind = "an integer" if integer else "a number"
     if isinstance(value, bool) or not isinstance(value, int if integer else int | float) or value != value:
-        raise ValueError(f"{name}={value!r} must be {kind}.")
+        raise UsageError(f"{name}={value!r} must be {kind}.")
     if value < 0 or (value == 0 and not allow_zero):
-        raise ValueError(f"{name}={value!r} must be {'zero or more' if allow_zero else 'positive'}.")
+        raise UsageError(f"{name}={value!r} must be {'zero or more' if allow_zero else 'positive'}.")
 
 
 class _CandidateQueue:
@@ -206,7 +206,7 @@ def generate_examples(
     seed: int = 0,
     max_terms: int = MAX_TERMS,
     symbols: Sequence[str] = SYMBOL_NAMES,
-    num_workers: int = 2,
+    num_proc: int = 2,
     timeout: float = 2.0,
     max_target_chars: int | None = 1000,
     memory_limit_mb: int = 2048,
@@ -221,13 +221,14 @@ def generate_examples(
     generation stops early if they run out). Duplicates are dropped before any work. Each worker handles one
     expression at a time; one that is still busy after `timeout` seconds is killed and replaced, and the
     expression counted as `timeout`. Results are consumed in candidate order, so the examples and the drop
-    counts do not depend on `num_workers`.
+    counts do not depend on `num_proc`.
 
     `process` computes one outcome (default `expression_to_series`); workers are forked, so it need not be
     picklable (tests pass one that hangs on purpose).
     """
     validate_positive("num_examples", num_examples, integer=True)
-    validate_positive("num_workers", num_workers, integer=True)
+    validate_positive("num_proc", num_proc, integer=True)
+    se.load()  # before any work, and before the workers fork, so that they inherit it
     validate_positive("timeout", timeout)
     validate_positive("memory_limit_mb", memory_limit_mb, allow_zero=True, integer=True)
     if max_target_chars is not None:
@@ -248,7 +249,7 @@ def generate_examples(
     # every timeout costs a new worker (spawn/forkserver would re-import for about a second each).
     context = multiprocessing.get_context("fork")
     worker_args = (process, max_target_chars, memory_limit_mb)
-    workers = [_Worker(context, worker_args) for _ in range(num_workers)]
+    workers = [_Worker(context, worker_args) for _ in range(num_proc)]
     try:
         while not queue.done:
             for worker in workers:

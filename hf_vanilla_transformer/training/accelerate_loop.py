@@ -40,6 +40,7 @@ from transformers import Trainer, TrainingArguments, get_scheduler
 from transformers.trainer_utils import rotate_checkpoints
 
 from ..data.preprocessing import build_seq2seq_collator
+from ..errors import UsageError
 from ..saving import save_model_folder
 from .arguments import PaperSeq2SeqTrainingArguments, RecipeArguments, prepare_training
 from .batching import token_budget_sampler
@@ -129,7 +130,7 @@ def train_loop(
     if recipe is not None:
         recipe.check(args)
     if args.save_strategy == "best":
-        raise ValueError("save_strategy 'best' needs evaluation, which this loop does not do: use 'steps'.")
+        raise UsageError("save_strategy 'best' needs evaluation, which this loop does not do: use 'steps'.")
     # Accumulation is done here, as the Trainer does it: the loss of an update is normalised by its token
     # count, which Accelerate's own accumulation (dividing each micro-batch's loss by the step count) cannot
     # do.
@@ -287,7 +288,7 @@ def check_options(args: TrainingArguments) -> None:
     if given:
         options = ", ".join(f"--{name}" for name in given)
         them = "it" if len(given) == 1 else "them"
-        raise ValueError(
+        raise UsageError(
             f"The Accelerate loop does not do {options}: drop {them}, or train with scripts/train.py (the "
             "Trainer does)."
         )
@@ -307,7 +308,7 @@ def run_accelerate_training(
 ) -> Path:
     """Train with `train_loop` from the arguments `training.run_training` takes; return the final folder."""
     if data_args.max_tokens is None:
-        raise ValueError(
+        raise UsageError(
             "The Accelerate loop batches by token budget: set `max_tokens` (e.g. --max_tokens 4096)."
         )
     check_options(training_args)

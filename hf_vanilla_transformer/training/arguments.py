@@ -5,7 +5,6 @@ eq. 3 learning rate)."""
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import json
 import logging
 import shutil
@@ -18,8 +17,9 @@ import torch
 import yaml
 from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments, set_seed
 
-from ..cli import parse_dataclasses
+from ..cli import option_suggestion, parse_dataclasses
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
+from ..errors import ExistingPathError, MissingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..tasks import DataArguments, prepare_dataset
 from .budget import TimeBudget
@@ -43,10 +43,15 @@ class ModelArguments:
             "object, e.g. '{\"dropout\": 0.3}', or the path of a JSON file."
         },
     )
-    model_name_or_path: str | None = field(
-        default=None, metadata={"help": "Start from a saved model instead."}
+    model: str | None = field(
+        default=None,
+        metadata={"help": "Start from a saved model (a folder or a Hub id) instead of a preset."},
     )
     attn_implementation: str = field(default="sdpa", metadata={"help": "sdpa (default) or eager."})
+
+    def __post_init__(self):
+        if not self.model and self.preset not in PRESETS:
+            raise UsageError(f"Unknown --preset {self.preset!r}; available presets: {', '.join(PRESETS)}.")
 
 
 # What a training run writes into its output_dir (both loops): an earlier run's files are not trained over
@@ -107,7 +112,7 @@ class RecipeArguments:
             return
         if not self.overwrite:
             shown = ", ".join(earlier[:4]) + (", ..." if len(earlier) > 4 else "")
-            raise ValueError(
+            raise ExistingPathError(
                 f"{folder} holds an earlier training run ({shown}): pass --overwrite to replace it, "
                 f"--resume_from_checkpoint {folder}/<checkpoint> to continue it, or another --output_dir."
             )
@@ -123,19 +128,19 @@ class RecipeArguments:
         """Refuse a combination that cannot be trained, naming the options to change."""
         if self.max_warmup_fraction is not None:
             if not self.decay_by_clock:
-                raise ValueError(
+                raise UsageError(
                     "max_warmup_fraction is a share of the time budget: set --decay_by_clock too."
                 )
             if not 0 < self.max_warmup_fraction < 1:
-                raise ValueError(f"max_warmup_fraction must be in (0, 1), got {self.max_warmup_fraction}.")
+                raise UsageError(f"max_warmup_fraction must be in (0, 1), got {self.max_warmup_fraction}.")
         if not self.decay_by_clock:
             return
         if self.max_train_minutes is None:
-            raise ValueError(
+            raise UsageError(
                 "decay_by_clock decays the learning rate over the time budget: set --max_train_minutes too."
             )
         if SchedulerType(training_args.lr_scheduler_type) != SchedulerType.LINEAR:
-            raise ValueError(
+            raise UsageError(
                 "decay_by_clock is a linear decay: set --lr_scheduler_type linear (got "
                 f"{SchedulerType(training_args.lr_scheduler_type).value})."
             )
@@ -222,22 +227,19 @@ def load_recipe(path: str | Path, parser: HfArgumentParser) -> dict:
     """Read a recipe file into a dict, checking that each key is an option of `parser`'s dataclasses."""
     path = Path(path)
     if not path.is_file():
-        raise FileNotFoundError(f"No recipe file at {path}: give the path of a .yaml (or .json) recipe.")
+        raise MissingPathError(f"No recipe file at {path}: give the path of a .yaml (or .json) recipe.")
     text = path.read_text(encoding="utf-8")
     try:
         recipe = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise ValueError(f"Recipe {path} does not parse: {error}") from error
+        raise UsageError(f"Recipe {path} does not parse: {error}") from error
     if not isinstance(recipe, dict):
-        raise ValueError(f"Recipe {path} must be a mapping of option names to values, got {recipe!r}.")
+        raise UsageError(f"Recipe {path} must be a mapping of option names to values, got {recipe!r}.")
     options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
     unknown = sorted(set(recipe) - options)
     if unknown:
-        hints = []
-        for key in unknown:
-            close = difflib.get_close_matches(key, options, n=1)
-            hints.append(f"{key!r} (did you mean {close[0]!r}?)" if close else repr(key))
-        raise ValueError(
+        hints = [repr(key) + option_suggestion(key, options, quote="'{}'") for key in unknown]
+        raise UsageError(
             f"Recipe {path} sets {', '.join(hints)}: not an option of "
             f"{', '.join(dtype.__name__ for dtype in parser.dataclass_types)}. `--help` lists the options."
         )
@@ -254,19 +256,19 @@ def load_config_overrides(value: dict | str | None) -> dict:
     try:
         overrides = json.loads(text)
     except json.JSONDecodeError as error:
-        raise ValueError(
+        raise UsageError(
             f"--config_overrides is neither a JSON object nor a JSON file: {value!r} ({error})."
         ) from error
     if not isinstance(overrides, dict):
-        raise ValueError(f"--config_overrides must be a JSON object of config fields, got {overrides!r}.")
+        raise UsageError(f"--config_overrides must be a JSON object of config fields, got {overrides!r}.")
     return overrides
 
 
 def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
     """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
-    if model_args.model_name_or_path:
+    if model_args.model:
         return VanillaTransformerForConditionalGeneration.from_pretrained(
-            model_args.model_name_or_path, attn_implementation=model_args.attn_implementation
+            model_args.model, attn_implementation=model_args.attn_implementation
         )
     specials = {
         "pad_token_id": tokenizer.pad_token_id,
@@ -274,12 +276,9 @@ def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForC
         "eos_token_id": tokenizer.eos_token_id,
         "decoder_start_token_id": tokenizer.bos_token_id,
     }
-    config = VanillaTransformerConfig.from_preset(
-        model_args.preset,
-        vocab_size=len(tokenizer),
-        **specials,
-        **load_config_overrides(model_args.config_overrides),
-    )
+    # Overrides win over the tokenizer's ids too (`{"decoder_start_token_id": 2}` starts decoding at </s>).
+    fields = {"vocab_size": len(tokenizer), **specials, **load_config_overrides(model_args.config_overrides)}
+    config = VanillaTransformerConfig.from_preset(model_args.preset, **fields)
     return VanillaTransformerForConditionalGeneration._from_config(
         config, attn_implementation=model_args.attn_implementation
     )
@@ -313,7 +312,7 @@ def prepare_training(
     recipe_args.check(training_args)
     recipe_args.check_output_dir(training_args)
     if not data_args.tokenizer:
-        raise ValueError(
+        raise UsageError(
             "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "
             "a Hub name)."
         )
@@ -329,7 +328,7 @@ def prepare_training(
     set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
     logger.info(
         "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
-        model_args.model_name_or_path or model_args.preset,
+        model_args.model or model_args.preset,
         sum(p.numel() for p in model.parameters()) / 1e6,
         training_args.learning_rate,
         datasets_["train"].num_rows,

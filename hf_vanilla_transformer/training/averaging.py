@@ -12,6 +12,8 @@ from pathlib import Path
 import torch
 from safetensors.torch import load_file
 
+from ..errors import MissingPathError, UsageError
+
 logger = logging.getLogger(__name__)
 
 
@@ -23,7 +25,7 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
         key=lambda p: int(p.name.split("-")[1]),
     )
     if len(found) < n:
-        raise ValueError(
+        raise UsageError(
             f"Asked to average {n} checkpoints but {run_dir} has {len(found)}: "
             f"{[p.name for p in found] or 'none'}. Train with a larger `save_total_limit` or average fewer."
         )
@@ -38,15 +40,15 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
     from ..saving import save_model_folder
 
     if not checkpoints:
-        raise ValueError("No checkpoints to average.")
+        raise UsageError("No checkpoints to average.")
     total: dict[str, torch.Tensor] = {}
     for checkpoint in checkpoints:
         weights = Path(checkpoint) / "model.safetensors"
         if not weights.exists():
-            raise FileNotFoundError(f"{weights} not found: each checkpoint must hold safetensors weights.")
+            raise MissingPathError(f"{weights} not found: each checkpoint must hold safetensors weights.")
         state = load_file(weights)
         if total and state.keys() != total.keys():
-            raise ValueError(
+            raise UsageError(
                 f"{checkpoint} holds different weights from {checkpoints[0]}: not the same model."
             )
         for name, tensor in state.items():

@@ -8,6 +8,8 @@ from collections.abc import Iterator, Sequence
 
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
+from ..errors import UsageError
+
 # How examples are ordered before they are cut into batches. "padded_length": by the longer of source and
 # target (a batch's padded size), then by target length. "source_length": by source length, then by target
 # length, as fairseq's `LanguagePairDataset` orders them.
@@ -47,15 +49,15 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         rank: int = 0,
     ):
         if max_tokens < 1:
-            raise ValueError(f"`max_tokens` must be positive, got {max_tokens}.")
+            raise UsageError(f"`max_tokens` must be positive, got {max_tokens}.")
         longest = max(lengths) if len(lengths) else 0
         if longest > max_tokens:
-            raise ValueError(
+            raise UsageError(
                 f"An example of {longest} tokens exceeds the batch budget `max_tokens={max_tokens}`: raise "
                 "the budget or filter long examples out first."
             )
         if batch_size_multiple < 1:
-            raise ValueError(f"`batch_size_multiple` must be positive, got {batch_size_multiple}.")
+            raise UsageError(f"`batch_size_multiple` must be positive, got {batch_size_multiple}.")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"`rank` ({rank}) must be in [0, num_replicas={num_replicas}).")
         self.max_tokens = max_tokens
@@ -137,7 +139,7 @@ def token_budget_sampler(
     """The `TokenBudgetBatchSampler` of a tokenized dataset, its examples ordered by `batch_order` (see
     `BATCH_ORDERS`); `kwargs` go to the sampler (`seed`, `num_replicas`, `rank`)."""
     if batch_order not in BATCH_ORDERS:
-        raise ValueError(f"Unknown `batch_order` {batch_order!r}; expected one of {', '.join(BATCH_ORDERS)}.")
+        raise UsageError(f"Unknown `batch_order` {batch_order!r}; expected one of {', '.join(BATCH_ORDERS)}.")
     sources, targets = example_sizes(dataset)
     lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
     first = lengths if batch_order == "padded_length" else sources

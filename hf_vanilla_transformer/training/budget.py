@@ -14,6 +14,8 @@ from accelerate.utils import broadcast
 from tqdm.auto import tqdm
 from transformers import ProgressCallback, TrainerCallback
 
+from ..errors import UsageError
+
 logger = logging.getLogger(__name__)
 
 
@@ -29,7 +31,7 @@ class TimeBudget:
 
     def __init__(self, minutes: float):
         if minutes <= 0:
-            raise ValueError(f"The time budget must be positive, got {minutes} minutes.")
+            raise UsageError(f"The time budget must be positive, got {minutes} minutes.")
         self.minutes = minutes
         self.started: float | None = None
         self.spent_before = 0.0  # seconds spent before a resume

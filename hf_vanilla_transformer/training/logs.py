@@ -3,9 +3,14 @@
 from __future__ import annotations
 
 import json
+import logging
 from pathlib import Path
 
 from transformers import TrainerCallback
+
+from ..extras import MissingExtraError, require
+
+logger = logging.getLogger(__name__)
 
 LOSS_PLOT_NAME = "loss_curves.png"
 LOSS_LOG_NAME = "loss_log.jsonl"
@@ -21,6 +26,7 @@ class LossLog:
         self.folder = Path(output_dir)
         self.train: list[tuple[int, float]] = []
         self.eval: list[tuple[int, float]] = []
+        self.plot_missing = False
 
     def write(self, step: int, logs: dict) -> dict:
         """Append the numbers of `logs` (strings and other values are left out) as the record of `step`."""
@@ -35,9 +41,15 @@ class LossLog:
         return record
 
     def plot(self) -> None:
-        """Redraw `loss_curves.png` from the records written so far (nothing to draw, nothing drawn)."""
-        if self.train or self.eval:
+        """Redraw `loss_curves.png` from the records written so far (nothing to draw, nothing drawn; without
+        the plot extra, a warning once, and the log alone)."""
+        if not (self.train or self.eval) or self.plot_missing:
+            return
+        try:
             plot_loss_curves(self.train, self.eval, self.folder / LOSS_PLOT_NAME)
+        except MissingExtraError as error:
+            self.plot_missing = True
+            logger.warning("No %s: %s", LOSS_PLOT_NAME, error)
 
 
 class LossPlotCallback(TrainerCallback):
@@ -63,7 +75,7 @@ class LossPlotCallback(TrainerCallback):
 
 def plot_loss_curves(train: list[tuple[int, float]], evaluation: list[tuple[int, float]], path: Path) -> None:
     """Draw training and validation loss against the optimizer step into a PNG."""
-    import matplotlib
+    matplotlib = require("matplotlib", "The loss curves (loss_curves.png)")
 
     matplotlib.use("Agg")  # no display on servers
     import matplotlib.pyplot as plt

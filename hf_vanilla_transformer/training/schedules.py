@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 
+from ..errors import UsageError
 from .budget import TimeBudget
 
 
@@ -15,7 +16,7 @@ def paper_peak_learning_rate(d_model: int, warmup_steps: int) -> float:
     1/sqrt(step)) is exactly eq. 3: lrate = d_model^-0.5 · min(step^-0.5, step · warmup_steps^-1.5).
     """
     if d_model < 1 or warmup_steps < 1:
-        raise ValueError(f"d_model ({d_model}) and warmup_steps ({warmup_steps}) must be positive.")
+        raise UsageError(f"d_model ({d_model}) and warmup_steps ({warmup_steps}) must be positive.")
     return d_model**-0.5 * warmup_steps**-0.5
 
 

@@ -45,6 +45,10 @@ CACHE_FIELD = (
 )
 
 
+class UnreadableWeightsError(OSError):
+    """A saved folder's weights file is truncated or corrupt: the user downloads or saves the model again."""
+
+
 def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
     if cache is not None and past_key_values is not None:
         raise TypeError(
@@ -453,7 +457,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         except SafetensorError as error:
             # safetensors' own message ("Error while deserializing header") names neither file nor remedy.
-            raise OSError(
+            raise UnreadableWeightsError(
                 f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file there "
                 f"is truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
             ) from error

@@ -1,5 +1,6 @@
-r"""Multi30k de→en recipes at equal updates, with seeds: each arm trained with every seed for the same number
-of updates, its last checkpoint scored on test_2016_flickr (beam 4, length penalty 0.6, sacreBLEU and chrF),
+r"""Multi30k de→en recipes at equal updates (or equal minutes), with seeds: each arm trained with every seed
+for the same number of updates, its last checkpoint scored on test_2016_flickr (beam 4, length penalty 0.6,
+sacreBLEU and chrF),
 and each arm's difference from the first arm (the baseline) set against the seeds' spread
 (`hf_vanilla_transformer.benchmarks.seed_comparison`). Validation loss is logged every `--eval_steps` updates
 and drawn for every run in one PNG.
@@ -21,6 +22,16 @@ table, with the two arms above beside fairseq):
     python scripts/benchmarks/multi30k_seeds.py --max_steps 800 --seeds 0 1 \
         --output_dir outputs/seeds-parity --fairseq_arm fairseq-0.12 --arm "ours="
 
+`--max_minutes M` gives every run M minutes of the clock instead (no validation; run one at a time, as a
+clock measures the machine too), and each side its own recipe: ours the shipped one, fairseq its inverse
+square root with its last 5 checkpoints after the warmup averaged (scored both ways), and with
+`--fairseq_linear_arm` fairseq with our linear decay, which ends at the update count its inverse-square-root
+run of the same seed reached in M minutes (fairseq's decay needs an update count; ours decays by the clock):
+
+    python scripts/benchmarks/multi30k_seeds.py --max_minutes 25 --parallel 1 --seeds 0 1 \
+        --recipe scripts/recipes/multi30k_de_en.yaml --output_dir outputs/minutes-multi30k \
+        --fairseq_arm fairseq-isqrt --fairseq_linear_arm fairseq-linear --arm "ours="
+
 `--arm` takes every arm, each `name=options`: `scripts/train.py` options added to the recipe (split as a
 shell splits them; an empty `options` is the recipe as it is). Runs go `--parallel` at a time, each on its
 share of the cores; at equal updates a run's result does not depend on the machine's load, only its duration
@@ -36,6 +47,7 @@ import os
 import shlex
 import subprocess
 import sys
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,13 +62,19 @@ from hf_vanilla_transformer.benchmarks.seed_comparison import (
     plot_validation_curves,
     validation_curve,
 )
-from hf_vanilla_transformer.cli import UsageError, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
+from hf_vanilla_transformer.training.logs import LOSS_LOG_NAME
 
 REPORT = "eval-test-beam4-lp0.6.json"
 FAIRSEQ_SCORES = "scores.json"  # a fairseq run's test scores, in the metric names of REPORT
 # fairseq_train.sh holds this recipe's model and schedule for fairseq; no other recipe is translated for it.
 FAIRSEQ_RECIPE = "multi30k_de_en_paper.yaml"
+# At equal minutes, fairseq's own recipe too: its last AVERAGED checkpoints averaged, one saved every
+# FAIRSEQ_SAVE_UPDATES updates.
+AVERAGED = 5
+FAIRSEQ_SAVE_UPDATES = 200
 
 
 @dataclass
@@ -78,6 +96,20 @@ class SeedArguments:
     fairseq_arm: str | None = field(
         default=None,
         metadata={"help": f"Also train fairseq 0.12 as this arm, the baseline (recipe {FAIRSEQ_RECIPE})."},
+    )
+    fairseq_linear_arm: str | None = field(
+        default=None,
+        metadata={
+            "help": "With --fairseq_arm: also fairseq with a linear decay to zero, ending at the update its "
+            "--fairseq_arm run of the same seed ended at."
+        },
+    )
+    max_minutes: float | None = field(
+        default=None,
+        metadata={
+            "help": "Train every run for this many minutes instead of --max_steps updates, without "
+            "validation (a clock: run alone, --parallel 1)."
+        },
     )
 
 
@@ -108,24 +140,16 @@ def train_and_score(args: SeedArguments, run_dir: Path, options: list[str], seed
             raise UsageError(
                 f"{run_dir} exists without final/: an interrupted run. Delete it to train it again."
             )
-        command = [sys.executable, "scripts/train.py", args.recipe, "--max_steps", str(args.max_steps)]
-        # No clock (the run ends at max_steps), validation loss without generation, only the final weights.
-        command += [
-            "--max_train_minutes",
-            "100000",
-            "--eval_strategy",
-            "steps",
-            "--eval_steps",
-            str(args.eval_steps),
-        ]
-        command += [
-            "--predict_with_generate",
-            "false",
-            "--metric_for_best_model",
-            "loss",
-            "--save_strategy",
-            "no",
-        ]
+        command = [sys.executable, "scripts/train.py", args.recipe, "--save_strategy", "no"]
+        if args.max_minutes is None:
+            # No clock (the run ends at max_steps), validation loss without generation.
+            command += ["--max_steps", str(args.max_steps), "--max_train_minutes", "100000"]
+            command += ["--eval_strategy", "steps", "--eval_steps", str(args.eval_steps)]
+            command += ["--predict_with_generate", "false", "--metric_for_best_model", "loss"]
+        else:
+            # The clock ends the run (max_steps only bounds it), and validation would take its minutes.
+            command += ["--max_train_minutes", str(args.max_minutes), "--max_steps", "100000"]
+            command += ["--eval_strategy", "no"]
         command += ["--seed", str(seed), "--output_dir", str(run_dir), "--disable_tqdm", "true", *options]
         run_dir.mkdir(parents=True)
         run_logged(command, run_dir / "train.log", env)
@@ -157,8 +181,16 @@ def prepare_fairseq(args: SeedArguments, output: Path) -> Path:
 
 
 def train_and_score_fairseq(
-    args: SeedArguments, run_dir: Path, data_bin: Path, seed: int, threads: int
+    args: SeedArguments,
+    run_dir: Path,
+    data_bin: Path,
+    seed: int,
+    threads: int,
+    linear_decay_end: Callable[[], int] | None = None,
 ) -> None:
+    """Train fairseq (its inverse square root, or with `linear_decay_end` a linear decay to zero at the update
+    that function returns) and score its last checkpoint; at equal minutes also the average of its last
+    checkpoints after the warmup, fairseq's own recipe."""
     env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     if not (run_dir / "checkpoint_last.pt").is_file():
         if run_dir.exists():
@@ -166,87 +198,159 @@ def train_and_score_fairseq(
                 f"{run_dir} exists without checkpoint_last.pt: an interrupted run. Delete it to train it "
                 "again."
             )
-        # Validation every eval_steps updates and saving only at the end, as our runs above.
-        command = ["bash", "scripts/benchmarks/fairseq_train.sh", str(data_bin), str(run_dir)]
-        command += ["--seed", str(seed), "--max-update", str(args.max_steps)]
-        command += ["--validate-interval-updates", str(args.eval_steps)]
-        command += "--max-epoch 10000 --validate-interval 10000 --save-interval 10000".split()
-        command += "--no-epoch-checkpoints --no-save-optimizer-state".split()
+        command = [
+            "bash",
+            "scripts/benchmarks/fairseq_train.sh",
+            str(data_bin),
+            str(run_dir),
+            "--seed",
+            str(seed),
+        ]
+        if args.max_minutes is None:
+            # Validation every eval_steps updates and saving only at the end, as our runs above.
+            command += [
+                "--max-update",
+                str(args.max_steps),
+                "--validate-interval-updates",
+                str(args.eval_steps),
+            ]
+            command += "--validate-interval 10000 --save-interval 10000".split()
+        else:
+            # The clock ends training and saves; the interval checkpoints are for the average.
+            command += ["--stop-time-hours", str(args.max_minutes / 60), "--max-update", "100000"]
+            command += ["--disable-validation", "--save-interval-updates", str(FAIRSEQ_SAVE_UPDATES)]
+            command += ["--keep-interval-updates", str(AVERAGED - 1)]
+        command += "--max-epoch 10000 --no-epoch-checkpoints --no-save-optimizer-state".split()
+        if linear_decay_end is not None:
+            env["LINEAR_DECAY_UPDATES"] = str(linear_decay_end())
         run_dir.mkdir(parents=True)
         run_logged(command, run_dir / "train.log", env)
     if not (run_dir / FAIRSEQ_SCORES).is_file():
-        fairseq = Path(os.environ.get("FAIRSEQ_VENV", "outputs/fairseq-venv")) / "bin"
-        # fairseq-generate unpickles its checkpoint whole (torch >= 2.6 allows it only with this variable): it
-        # reads only the file the run above wrote.
-        command = [
-            str(fairseq / "fairseq-generate"),
-            str(data_bin),
-            "--path",
-            str(run_dir / "checkpoint_last.pt"),
-        ]
-        command += "--cpu --gen-subset test --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50".split()
-        command += "--batch-size 50 --post-process sentencepiece".split()
-        run_logged(command, run_dir / "test.out", {**env, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
-        references = [pair["en"] for pair in load_from_disk(args.dataset)["test"]["translation"]]
-        output = (run_dir / "test.out").read_text(encoding="utf-8")
-        predictions = fairseq_logs.read_hypotheses(output, len(references))
-        scores = load_translation_metric().compute(predictions=predictions, references=references)
-        metrics = {"bleu": scores["score"], "chrf": scores["chrf"]}
-        (run_dir / FAIRSEQ_SCORES).write_text(json.dumps(metrics, indent=2) + "\n", encoding="utf-8")
+        scores = {"updates": fairseq_logs.checkpoint_updates(run_dir / "checkpoint_last.pt")}
+        scores.update(
+            fairseq_test_scores(args, data_bin, run_dir / "checkpoint_last.pt", run_dir / "test.out", env)
+        )
+        if args.max_minutes is not None:
+            warmup = int(yaml.safe_load(Path(args.recipe).read_text())["warmup_steps"])
+            averaged, names = fairseq_logs.average_last_checkpoints(
+                run_dir, after_update=warmup, last=AVERAGED
+            )
+            result = fairseq_test_scores(args, data_bin, averaged, run_dir / "test-averaged.out", env)
+            scores.update({f"averaged_{key}": value for key, value in result.items()}, averaged=names)
+        (run_dir / FAIRSEQ_SCORES).write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
+
+
+def fairseq_test_scores(
+    args: SeedArguments, data_bin: Path, checkpoint: Path, output: Path, env: dict
+) -> dict:
+    """`checkpoint` decoded by fairseq-generate with our beam and length penalty, scored by our metric."""
+    fairseq = Path(os.environ.get("FAIRSEQ_VENV", "outputs/fairseq-venv")) / "bin"
+    # fairseq-generate unpickles its checkpoint whole (torch >= 2.6 allows it only with this variable): it
+    # reads only a file that a run of this script wrote.
+    command = [str(fairseq / "fairseq-generate"), str(data_bin), "--path", str(checkpoint)]
+    command += "--cpu --gen-subset test --beam 4 --lenpen 0.6 --max-len-a 1 --max-len-b 50".split()
+    command += "--batch-size 50 --post-process sentencepiece".split()
+    run_logged(command, output, {**env, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
+    references = [pair["en"] for pair in load_from_disk(args.dataset)["test"]["translation"]]
+    predictions = fairseq_logs.read_hypotheses(output.read_text(encoding="utf-8"), len(references))
+    scores = load_translation_metric().compute(predictions=predictions, references=references)
+    return {"bleu": scores["score"], "chrf": scores["chrf"]}
+
+
+def check_arm_names(args: SeedArguments, arms: dict[str, list[str]]) -> list[str]:
+    """Every arm's name, fairseq's first (the baseline); refuses a combination that cannot be compared."""
+    fairseq = [name for name in (args.fairseq_arm, args.fairseq_linear_arm) if name is not None]
+    if args.fairseq_linear_arm is not None and args.fairseq_arm is None:
+        raise UsageError(
+            "--fairseq_linear_arm ends where the --fairseq_arm run ended: give --fairseq_arm too."
+        )
+    for name in fairseq:
+        if name in arms or fairseq.count(name) > 1:
+            raise UsageError(f"--fairseq_arm {name!r} is also an --arm name; arm names must differ.")
+    if fairseq and args.max_minutes is None and Path(args.recipe).name != FAIRSEQ_RECIPE:
+        raise UsageError(
+            f"--fairseq_arm trains fairseq with {FAIRSEQ_RECIPE}'s model and schedule "
+            f"(fairseq_train.sh); --recipe {args.recipe} would compare different recipes at equal updates. "
+            f"Give --recipe scripts/recipes/{FAIRSEQ_RECIPE}, or compare recipes at equal --max_minutes."
+        )
+    return fairseq + list(arms)
+
+
+def run_all(args: SeedArguments, arms: dict[str, list[str]], names: list[str], output: Path) -> None:
+    """Train and score every run, `--parallel` at a time, seed-major (early runs compare the arms)."""
+    threads = max(1, (os.cpu_count() or 1) // args.parallel)
+    data_bin = prepare_fairseq(args, output) if args.fairseq_arm else None
+    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
+        futures = []
+        for seed in args.seeds:
+            for arm in names:
+                run_dir = output / f"{arm}-seed{seed}"
+                if arm == args.fairseq_arm:
+                    future = pool.submit(train_and_score_fairseq, args, run_dir, data_bin, seed, threads)
+                    inverse_sqrt = (future, run_dir / "checkpoint_last.pt")
+                elif arm == args.fairseq_linear_arm:
+                    # Submitted after its inverse-sqrt run, so that run has started before this one waits.
+                    def end(run=inverse_sqrt):
+                        run[0].result()
+                        return fairseq_logs.checkpoint_updates(run[1])
+
+                    future = pool.submit(train_and_score_fairseq, args, run_dir, data_bin, seed, threads, end)
+                else:
+                    future = pool.submit(train_and_score, args, run_dir, arms[arm], seed, threads)
+                futures.append(future)
+        for future in futures:
+            future.result()
+
+
+def our_updates(run_dir: Path) -> int:
+    """The updates a run of ours made: the step of its loss log's closing record."""
+    records = [json.loads(line) for line in (run_dir / LOSS_LOG_NAME).read_text().splitlines() if line]
+    return next(record["step"] for record in reversed(records) if "train_runtime" in record)
 
 
 def main() -> None:
     (args,) = parse_arguments(SeedArguments, description=__doc__)
     arms = parse_arms(args.arm)
-    if args.fairseq_arm is not None:
-        if args.fairseq_arm in arms:
-            raise UsageError(
-                f"--fairseq_arm {args.fairseq_arm!r} is also an --arm name; arm names must differ."
-            )
-        if Path(args.recipe).name != FAIRSEQ_RECIPE:
-            raise UsageError(
-                f"--fairseq_arm trains fairseq with {FAIRSEQ_RECIPE}'s model and schedule "
-                f"(fairseq_train.sh); --recipe {args.recipe} would compare different recipes. Give --recipe "
-                f"scripts/recipes/{FAIRSEQ_RECIPE}."
-            )
+    names = check_arm_names(args, arms)
     output = Path(args.output_dir)
-    threads = max(1, (os.cpu_count() or 1) // args.parallel)
-    names = ([args.fairseq_arm] if args.fairseq_arm else []) + list(arms)
-    data_bin = prepare_fairseq(args, output) if args.fairseq_arm else None
-    runs = [(arm, seed) for seed in args.seeds for arm in names]  # seed-major: early runs compare the arms
-    with ThreadPoolExecutor(max_workers=args.parallel) as pool:
-        futures = [
-            pool.submit(train_and_score_fairseq, args, output / f"{arm}-seed{seed}", data_bin, seed, threads)
-            if arm == args.fairseq_arm
-            else pool.submit(train_and_score, args, output / f"{arm}-seed{seed}", arms[arm], seed, threads)
-            for arm, seed in runs
-        ]
-        for future in futures:
-            future.result()
+    run_all(args, arms, names, output)
 
-    bleu, chrf, curves = {}, {}, {}
+    bleu, chrf, curves, updates = {}, {}, {}, {}
+    fairseq = (args.fairseq_arm, args.fairseq_linear_arm)
     for arm in names:
         run_dirs = [output / f"{arm}-seed{seed}" for seed in args.seeds]
-        if arm == args.fairseq_arm:
+        if arm in fairseq:
             metrics = [json.loads((run_dir / FAIRSEQ_SCORES).read_text()) for run_dir in run_dirs]
             curves[arm] = [
                 fairseq_logs.validation_curve((run_dir / "train.log").read_text(encoding="utf-8"))
                 for run_dir in run_dirs
             ]
+            updates[arm] = [metric["updates"] for metric in metrics]
+            if args.max_minutes is not None:
+                averaged = f"{arm}, last {AVERAGED} averaged"
+                bleu[averaged] = [metric["averaged_bleu"] for metric in metrics]
+                chrf[averaged] = [metric["averaged_chrf"] for metric in metrics]
         else:
             metrics = [
                 json.loads((run_dir / "final" / REPORT).read_text())["metrics"] for run_dir in run_dirs
             ]
-            curves[arm] = [validation_curve(run_dir) for run_dir in run_dirs]
+            curves[arm] = (
+                [validation_curve(run_dir) for run_dir in run_dirs] if args.max_minutes is None else []
+            )
+            updates[arm] = [our_updates(run_dir) for run_dir in run_dirs]
         bleu[arm] = [metric["bleu"] for metric in metrics]
         chrf[arm] = [metric["chrf"] for metric in metrics]
-    baseline = names[0]
-    text = "\n\n".join(
-        [
-            f"{args.max_steps} updates, seeds {', '.join(map(str, args.seeds))}, last checkpoint, "
-            "test_2016_flickr, beam 4, length penalty 0.6",
-            format_comparison(compare_arms(bleu, baseline), "sacreBLEU"),
-            format_comparison(compare_arms(chrf, baseline), "chrF"),
+    budget = f"{args.max_steps} updates" if args.max_minutes is None else f"{args.max_minutes:g} minutes"
+    sections = [
+        f"{budget}, seeds {', '.join(map(str, args.seeds))}, last checkpoint (and fairseq's average of its "
+        "last checkpoints after the warmup, where named), test_2016_flickr, beam 4, length penalty 0.6",
+        format_comparison(compare_arms(bleu, names[0]), "sacreBLEU"),
+        format_comparison(compare_arms(chrf, names[0]), "chrF"),
+        "updates made: "
+        + "; ".join(f"{arm} {', '.join(map(str, counts))}" for arm, counts in updates.items()),
+    ]
+    if args.max_minutes is None:
+        sections += [
             "validation loss (first 500 pairs) by update:",
             "\n".join(
                 f"- {arm}, seed {seed}: " + ", ".join(f"{step}: {value:.3f}" for step, value in curve)
@@ -254,11 +358,13 @@ def main() -> None:
                 for seed, curve in zip(args.seeds, curves[arm], strict=True)
             ),
         ]
-    )
+    text = "\n\n".join(sections)
     (output / "comparison.md").write_text(text + "\n", encoding="utf-8")
-    plot = plot_validation_curves(curves, output / "validation-loss.png")
     print(text)
-    print(f"\nwritten: {output / 'comparison.md'}, {plot}")
+    written = [output / "comparison.md"]
+    if args.max_minutes is None:
+        written.append(plot_validation_curves(curves, output / "validation-loss.png"))
+    print(f"\nwritten: {', '.join(map(str, written))}")
 
 
 if __name__ == "__main__":

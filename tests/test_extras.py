@@ -4,6 +4,7 @@ be imported (`sys.modules[name] = None` makes `import name` fail as if it were n
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 import tomllib
@@ -25,10 +26,22 @@ def _python(code: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
     )
 
 
-def _run_script(name: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    script = str(ROOT / "scripts" / name)
-    code = f"import runpy\nsys.argv[0] = {script!r}\nrunpy.run_path({script!r}, run_name='__main__')"
-    return _python(code, *args, cwd=cwd)
+# Runs each script of a JSON list of command lines in turn, in one interpreter (each would import the same
+# libraries), and prints [exit status, stderr] for each.
+RUN_SCRIPTS = """
+import contextlib, io, json, runpy
+results = []
+for argv in json.loads(sys.argv[1]):
+    sys.argv[:] = argv
+    stderr, code = io.StringIO(), 0
+    with contextlib.redirect_stderr(stderr):
+        try:
+            runpy.run_path(argv[0], run_name="__main__")
+        except SystemExit as exit_:
+            code = exit_.code
+    results.append([code, stderr.getvalue()])
+print(json.dumps(results))
+"""
 
 
 @pytest.fixture
@@ -73,12 +86,14 @@ def test_a_feature_without_its_extra_is_one_line_naming_the_install(tmp_path, mo
         (("export_ctranslate2.py", *model, "--output_dir", str(tmp_path / "c")), "ctranslate2"),
         (("convert_marian.py", *model, "--output_dir", str(tmp_path / "m")), "marian"),
     ]
-    for args, extra in cases:
-        result = _run_script(*args, cwd=tmp_path)
+    argvs = [[str(ROOT / "scripts" / args[0]), *args[1:]] for args, _ in cases]
+    result = _python(RUN_SCRIPTS, json.dumps(argvs), cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-3000:]
+    for (args, extra), (code, stderr) in zip(cases, json.loads(result.stdout), strict=True):
         # One message; before it, at most the progress bar of loading a model.
-        errors = [line for line in result.stderr.splitlines() if line.startswith("error: ")]
-        assert result.returncode == 2 and len(errors) == 1, (args, result.stderr[-3000:])
-        assert "Traceback" not in result.stderr and result.stderr.strip().endswith(errors[0])
+        errors = [line for line in stderr.splitlines() if line.startswith("error: ")]
+        assert code == 2 and len(errors) == 1, (args, stderr[-3000:])
+        assert "Traceback" not in stderr and stderr.strip().endswith(errors[0])
         assert f"pip install 'hf-vanilla-transformer[{extra}]'" in errors[0]
     assert not (tmp_path / "data").exists() and not (tmp_path / "c").exists()
 

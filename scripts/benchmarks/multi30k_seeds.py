@@ -75,6 +75,7 @@ FAIRSEQ_RECIPE = "multi30k_de_en_paper.yaml"
 # FAIRSEQ_SAVE_UPDATES updates.
 AVERAGED = 5
 FAIRSEQ_SAVE_UPDATES = 200
+FAIRSEQ_WARMUP = 600  # fairseq_train.sh's: checkpoints before its end are not averaged
 
 
 @dataclass
@@ -226,14 +227,12 @@ def train_and_score_fairseq(
         run_dir.mkdir(parents=True)
         run_logged(command, run_dir / "train.log", env)
     if not (run_dir / FAIRSEQ_SCORES).is_file():
-        scores = {"updates": fairseq_logs.checkpoint_updates(run_dir / "checkpoint_last.pt")}
-        scores.update(
-            fairseq_test_scores(args, data_bin, run_dir / "checkpoint_last.pt", run_dir / "test.out", env)
+        scores = fairseq_test_scores(
+            args, data_bin, run_dir / "checkpoint_last.pt", run_dir / "test.out", env
         )
         if args.max_minutes is not None:
-            warmup = int(yaml.safe_load(Path(args.recipe).read_text())["warmup_steps"])
             averaged, names = fairseq_logs.average_last_checkpoints(
-                run_dir, after_update=warmup, last=AVERAGED
+                run_dir, after_update=FAIRSEQ_WARMUP, last=AVERAGED
             )
             result = fairseq_test_scores(args, data_bin, averaged, run_dir / "test-averaged.out", env)
             scores.update({f"averaged_{key}": value for key, value in result.items()}, averaged=names)
@@ -325,7 +324,7 @@ def main() -> None:
                 fairseq_logs.validation_curve((run_dir / "train.log").read_text(encoding="utf-8"))
                 for run_dir in run_dirs
             ]
-            updates[arm] = [metric["updates"] for metric in metrics]
+            updates[arm] = [fairseq_logs.checkpoint_updates(path / "checkpoint_last.pt") for path in run_dirs]
             if args.max_minutes is not None:
                 averaged = f"{arm}, last {AVERAGED} averaged"
                 bleu[averaged] = [metric["averaged_bleu"] for metric in metrics]

@@ -71,16 +71,23 @@ DOCUMENTS = [
 COMMAND = re.compile(r"(?:python3?|launch|torchrun)\s[^`#|;&\n]*?scripts/(\w+)\.py([^`#|;&\n]*)")
 
 
-def documented_commands() -> list[tuple[str, str, list[str]]]:
-    """(where, script, options) for every command that runs a script in `DOCUMENTS`."""
+def documented_command_lines() -> list[tuple[str, str, str]]:
+    """(where, script, arguments as written) for every command that runs a script in `DOCUMENTS`."""
     commands = []
     for document in DOCUMENTS:
         text = re.sub(r"\\\n\s*", " ", document.read_text(encoding="utf-8"))
         for line_number, line in enumerate(text.splitlines(), 1):
-            for match in COMMAND.finditer(line):
-                arguments = re.sub(r"\[[^\]]*\]", "", match.group(2))  # usage placeholders: [--option value]
-                options = re.findall(r"(?<![\w-])--([A-Za-z][\w-]*)", arguments)
-                commands.append((f"{document.relative_to(ROOT)}:{line_number}", match.group(1), options))
+            where = f"{document.relative_to(ROOT)}:{line_number}"
+            commands += [(where, match.group(1), match.group(2)) for match in COMMAND.finditer(line)]
+    return commands
+
+
+def documented_commands() -> list[tuple[str, str, list[str]]]:
+    """(where, script, options) for every command that runs a script in `DOCUMENTS`."""
+    commands = []
+    for where, script, arguments in documented_command_lines():
+        arguments = re.sub(r"\[[^\]]*\]", "", arguments)  # usage placeholders: [--option value]
+        commands.append((where, script, re.findall(r"(?<![\w-])--([A-Za-z][\w-]*)", arguments)))
     return commands
 
 

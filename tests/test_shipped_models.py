@@ -2,8 +2,11 @@
 `trust_remote_code=True` where the package cannot be imported and reproduces the predictions of the report its
 card quotes, and the card's model-index holds the report's figures."""
 
+import hashlib
 import json
 import re
+import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -12,6 +15,8 @@ import pytest
 from huggingface_hub import ModelCard
 
 from .remote_code import run_without_package
+from .script_runner import run_script_file
+from .test_script_help import documented_command_lines
 
 ROOT = Path(__file__).resolve().parents[1]
 # A shipped model is a card folder with weights; every one of them is checked.
@@ -189,3 +194,42 @@ def test_reports_record_the_data_of_their_task_and_no_other_tokenizer(folder):
     for path in folder.glob("eval-*.json"):
         data = json.loads(path.read_text(encoding="utf-8"))["data"]
         assert "tokenizer" not in data and data["task"] == task, path.name
+
+
+def _commands_on_shipped_folders() -> list[tuple[str, str, list[str]]]:
+    """(where, script, arguments) of every command in the README, the docs, the cards and the scripts'
+    docstrings that names a folder in model_cards/."""
+    return [
+        (where, script, shlex.split(arguments))
+        for where, script, arguments in documented_command_lines()
+        if "model_cards/" in arguments
+    ]
+
+
+def _contents(folder: Path) -> dict[str, str]:
+    return {
+        str(path.relative_to(folder)): hashlib.sha256(path.read_bytes()).hexdigest()
+        for path in sorted(folder.rglob("*"))
+        if path.is_file()
+    }
+
+
+def test_documented_commands_leave_the_shipped_folders_as_they_are(tmp_path):
+    """Every documented command that names a shipped folder, run as written on a copy of model_cards/ (an
+    upload as its dry run: the Hub is out of reach here), in a fresh working directory: each succeeds, and
+    not a byte of the folders changes."""
+    commands = _commands_on_shipped_folders()
+    assert {"plot_attention", "push_to_hub"} <= {script for _, script, _ in commands}, commands
+    copies = tmp_path / "copies" / "model_cards"
+    shutil.copytree(ROOT / "model_cards", copies)
+    before = _contents(copies)
+    work = tmp_path / "work"
+    work.mkdir()
+    for where, script, arguments in commands:
+        arguments = [argument.replace("model_cards/", f"{copies}/") for argument in arguments]
+        if "--repo_id" in arguments:
+            at = arguments.index("--repo_id")
+            arguments[at : at + 2] = [] if "--dry_run" in arguments else ["--dry_run"]
+        result = run_script_file(f"{script}.py", *arguments, cwd=work)
+        assert result.returncode == 0, f"{where}: {shlex.join(arguments)}\n{result.stderr[-3000:]}"
+    assert _contents(copies) == before

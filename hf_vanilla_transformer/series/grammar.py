@@ -13,8 +13,9 @@ allow-list before sympy sees the text, and limits on length, exponents and nesti
 can cause. (sympy's comparison of two parsed series can still take long; `equivalence` runs it in a worker
 with a time limit.)
 
-This file imports only sympy and the standard library, and nothing of this package, so that the metric's
-worker process can load it by path in a fraction of a second.
+This file imports sympy, the standard library and, within the package, only `errors` (which imports
+nothing), so that the metric's worker process can load it by path in a fraction of a second; there, without
+the package, its errors are plain `ValueError`s.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ import sympy as sp
 
 if __package__:
     from ..errors import UsageError
-else:  # imported by the equivalence worker (equivalence.py run as a script), where the package is not
+else:  # loaded by the equivalence worker (equivalence.py run as a script), without the package
     UsageError = ValueError
 
 FUNCTIONS = ("exp", "sin", "cos", "tan", "sinh", "cosh", "tanh")

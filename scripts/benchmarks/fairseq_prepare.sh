@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# fairseq's side of the Multi30k comparisons (fairseq_multi30k.sh, multi30k_seeds.py --fairseq_arm): its
-# virtual environment, and our tokenizer's BPE pieces binarised for it, so both trainers see the same pieces.
+# fairseq's side of the Multi30k comparisons (multi30k_seeds.py --fairseq_arm): its virtual environment, and
+# our tokenizer's BPE pieces binarised for it, so both trainers see the same pieces.
 #
 #   bash scripts/benchmarks/fairseq_prepare.sh OUT [VALID_EXAMPLES]   # writes OUT/pieces and OUT/data-bin
 #

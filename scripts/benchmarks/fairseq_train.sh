@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # fairseq-train with scripts/recipes/multi30k_de_en_paper.yaml's model and schedule, for the Multi30k
-# comparisons (fairseq_multi30k.sh, multi30k_seeds.py --fairseq_arm): transformer-small (d_model 256, 3 + 3
-# layers, 8 heads, d_ff 1024, shared embeddings, dropout 0.1), label smoothing 0.1, Adam (0.9, 0.98, 1e-9), no
-# clipping, eq. 3 as fairseq's inverse_sqrt (warmup 600, peak 1.28e-3), batches of up to 4,096 tokens.
+# comparisons (multi30k_seeds.py --fairseq_arm): transformer-small (d_model 256, 3 + 3 layers, 8 heads, d_ff
+# 1024, shared embeddings, dropout 0.1), label smoothing 0.1, Adam (0.9, 0.98, 1e-9), no clipping, eq. 3 as
+# fairseq's inverse_sqrt (warmup 600, peak 1.28e-3), batches of up to 4,096 tokens.
 #
 #   bash scripts/benchmarks/fairseq_train.sh DATA_BIN SAVE_DIR [fairseq-train options ...]
 #   LINEAR_DECAY_UPDATES=N bash scripts/benchmarks/fairseq_train.sh ...   # the same warmup and peak, then a

@@ -26,9 +26,10 @@ table, with the two arms above beside fairseq):
 clock measures the machine too), and each side its own recipe: ours the shipped one, fairseq its inverse
 square root with its last 5 checkpoints after the warmup averaged (scored both ways), and with
 `--fairseq_linear_arm` fairseq with our linear decay, which ends at the update count its inverse-square-root
-run of the same seed reached in M minutes (fairseq's decay needs an update count; ours decays by the clock):
+run of the same seed reached in M minutes (fairseq's decay needs an update count; ours decays by the clock).
+The table in docs/benchmarks.md, six runs of 20 minutes (about 2 hours 10 minutes with scoring):
 
-    python scripts/benchmarks/multi30k_seeds.py --max_minutes 25 --parallel 1 --seeds 0 1 \
+    python scripts/benchmarks/multi30k_seeds.py --max_minutes 20 --parallel 1 --seeds 0 1 \
         --recipe scripts/recipes/multi30k_de_en.yaml --output_dir outputs/minutes-multi30k \
         --fairseq_arm fairseq-isqrt --fairseq_linear_arm fairseq-linear --arm "ours="
 
@@ -207,6 +208,13 @@ def train_and_score_fairseq(
             "--seed",
             str(seed),
         ]
+        if linear_decay_end is not None:
+            # The decay ends at that update, and so does training, by the count alone: later updates at a
+            # learning rate of zero would change no weight, and the clock, which ends it sooner on a slower
+            # stretch of the machine, would leave it short of its decay's end.
+            end = linear_decay_end()
+            env["LINEAR_DECAY_UPDATES"] = str(end)
+            command += ["--max-update", str(end)]
         if args.max_minutes is None:
             # Validation every eval_steps updates and saving only at the end, as our runs above.
             command += [
@@ -217,13 +225,13 @@ def train_and_score_fairseq(
             ]
             command += "--validate-interval 10000 --save-interval 10000".split()
         else:
-            # The clock ends training and saves; the interval checkpoints are for the average.
-            command += ["--stop-time-hours", str(args.max_minutes / 60), "--max-update", "100000"]
+            # The clock ends training (the linear arm: its update count) and saves; the interval checkpoints
+            # are for the average.
+            if linear_decay_end is None:
+                command += ["--stop-time-hours", str(args.max_minutes / 60), "--max-update", "100000"]
             command += ["--disable-validation", "--save-interval-updates", str(FAIRSEQ_SAVE_UPDATES)]
             command += ["--keep-interval-updates", str(AVERAGED - 1)]
         command += "--max-epoch 10000 --no-epoch-checkpoints --no-save-optimizer-state".split()
-        if linear_decay_end is not None:
-            env["LINEAR_DECAY_UPDATES"] = str(linear_decay_end())
         run_dir.mkdir(parents=True)
         run_logged(command, run_dir / "train.log", env)
     if not (run_dir / FAIRSEQ_SCORES).is_file():
@@ -234,7 +242,11 @@ def train_and_score_fairseq(
             averaged, names = fairseq_logs.average_last_checkpoints(
                 run_dir, after_update=FAIRSEQ_WARMUP, last=AVERAGED
             )
-            result = fairseq_test_scores(args, data_bin, averaged, run_dir / "test-averaged.out", env)
+            result = (
+                dict(scores)  # the last checkpoint alone: nothing after the warmup to average it with
+                if names == ["checkpoint_last.pt"]
+                else fairseq_test_scores(args, data_bin, averaged, run_dir / "test-averaged.out", env)
+            )
             scores.update({f"averaged_{key}": value for key, value in result.items()}, averaged=names)
         (run_dir / FAIRSEQ_SCORES).write_text(json.dumps(scores, indent=2) + "\n", encoding="utf-8")
 
@@ -325,10 +337,6 @@ def main() -> None:
                 for run_dir in run_dirs
             ]
             updates[arm] = [fairseq_logs.checkpoint_updates(path / "checkpoint_last.pt") for path in run_dirs]
-            if args.max_minutes is not None:
-                averaged = f"{arm}, last {AVERAGED} averaged"
-                bleu[averaged] = [metric["averaged_bleu"] for metric in metrics]
-                chrf[averaged] = [metric["averaged_chrf"] for metric in metrics]
         else:
             metrics = [
                 json.loads((run_dir / "final" / REPORT).read_text())["metrics"] for run_dir in run_dirs
@@ -339,6 +347,10 @@ def main() -> None:
             updates[arm] = [our_updates(run_dir) for run_dir in run_dirs]
         bleu[arm] = [metric["bleu"] for metric in metrics]
         chrf[arm] = [metric["chrf"] for metric in metrics]
+        if arm in fairseq and args.max_minutes is not None:
+            averaged = f"{arm}, last {AVERAGED} averaged"
+            bleu[averaged] = [metric["averaged_bleu"] for metric in metrics]
+            chrf[averaged] = [metric["averaged_chrf"] for metric in metrics]
     budget = f"{args.max_steps} updates" if args.max_minutes is None else f"{args.max_minutes:g} minutes"
     sections = [
         f"{budget}, seeds {', '.join(map(str, args.seeds))}, last checkpoint (and fairseq's average of its "

@@ -217,12 +217,9 @@ def train_and_score_fairseq(
             command += ["--max-update", str(end)]
         if args.max_minutes is None:
             # Validation every eval_steps updates and saving only at the end, as our runs above.
-            command += [
-                "--max-update",
-                str(args.max_steps),
-                "--validate-interval-updates",
-                str(args.eval_steps),
-            ]
+            if linear_decay_end is None:
+                command += ["--max-update", str(args.max_steps)]
+            command += ["--validate-interval-updates", str(args.eval_steps)]
             command += "--validate-interval 10000 --save-interval 10000".split()
         else:
             # The clock ends training (the linear arm: its update count) and saves; the interval checkpoints

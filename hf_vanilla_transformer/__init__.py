@@ -15,8 +15,8 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     shift_tokens_right,
 )
+from .pipeline_seq2seq import INPUT_CHECKS, Seq2SeqGenerationPipeline, register_pipeline
 from .pipeline_seq2seq import TASK_NAME as PIPELINE_TASK
-from .pipeline_seq2seq import Seq2SeqGenerationPipeline, register_pipeline
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -29,6 +29,15 @@ VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 register_pipeline()
+
+
+def _check_series_input(text: str) -> None:
+    from .series.grammar import check_model_input  # on first use: sympy is not needed to import the package
+
+    check_model_input(text)
+
+
+INPUT_CHECKS["series"] = _check_series_input
 
 __version__ = "0.2.0"
 

@@ -9,12 +9,13 @@ The problem is sized to be learned within that budget: expressions of one or two
 
 from __future__ import annotations
 
+import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from .configuration_vanilla_transformer import PRESETS
-from .errors import UsageError
+from .errors import ExistingPathError, UsageError
 from .evaluation.generation import (
     EvaluationArguments,
     evaluate_model,
@@ -72,6 +73,13 @@ class QuickstartArguments:
     max_train_minutes: float = field(default=6.0, metadata={"help": "Wall-clock training budget, minutes."})
     max_tokens: int = field(default=3000, metadata={"help": "Token budget per batch."})
     seed: int = field(default=0, metadata={"help": "Seed of data generation and training."})
+    overwrite: bool = field(
+        default=False,
+        metadata={
+            "help": "Write into an --output_dir that holds something other than an earlier quickstart (its "
+            "data/, tokenizer/ and run/ are replaced). An earlier quickstart's folder is remade without it."
+        },
+    )
 
     def __post_init__(self):
         # Checked as the options are read, before minutes of data generation.
@@ -89,6 +97,24 @@ class QuickstartArguments:
             raise UsageError(f"Unknown --preset {self.preset!r}; available presets: {', '.join(PRESETS)}.")
 
 
+# Written into --output_dir first: it marks the folder as the quickstart's own, to be remade by the next run.
+OPTIONS_FILE = "quickstart-options.json"
+
+
+def check_output_folder(out: Path, overwrite: bool) -> None:
+    """Refuse an --output_dir that holds files the quickstart did not write (no `OPTIONS_FILE`) unless asked:
+    each run replaces its data/, tokenizer/ and run/ folders."""
+    if overwrite or not out.exists() or (out / OPTIONS_FILE).is_file():
+        return
+    if not out.is_dir():
+        raise ExistingPathError(f"--output_dir {out} is a file: give a folder.")
+    if any(out.iterdir()):
+        raise ExistingPathError(
+            f"--output_dir {out} holds files that no earlier quickstart wrote (it has no {OPTIONS_FILE}), "
+            "and a run replaces its data/, tokenizer/ and run/: pass --overwrite, or another --output_dir."
+        )
+
+
 def _say(message: str) -> None:
     print(f"\n[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
@@ -97,6 +123,9 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     started = time.time()
     out = Path(args.output_dir)
     data_dir, tokenizer_dir, run_dir = out / "data", out / "tokenizer", out / "run"
+    check_output_folder(out, args.overwrite)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / OPTIONS_FILE).write_text(json.dumps(asdict(args), indent=2) + "\n", encoding="utf-8")
 
     _say(
         f"1/5 Generating {args.num_examples} expression -> Taylor series pairs with symengine/sympy: up to "

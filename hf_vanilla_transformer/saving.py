@@ -76,14 +76,17 @@ def check_folder_location(name_or_path: str | Path, what: str, needs: str, made_
 def check_hub_reachable(repo_id: str, filename: str, repo_type: str = "model") -> None:
     """Refuse at once a Hub repository that can be neither downloaded nor found in the local Hub cache.
     Offline, huggingface_hub retries for half a minute and transformers then answers in several lines; a
-    name that does not resolve fails here in one line. With `HF_HUB_OFFLINE` set, or `filename` cached, the
-    libraries go on as usual."""
+    name that does not resolve, or one missing from the cache while `HF_HUB_OFFLINE` is set, fails here in
+    one line. With `filename` cached the libraries go on as usual."""
     from huggingface_hub import constants, try_to_load_from_cache
 
-    if constants.HF_HUB_OFFLINE or isinstance(
-        try_to_load_from_cache(repo_id, filename, repo_type=repo_type), str
-    ):
+    if isinstance(try_to_load_from_cache(repo_id, filename, repo_type=repo_type), str):
         return
+    if constants.HF_HUB_OFFLINE:
+        raise OfflineError(
+            f"HF_HUB_OFFLINE is set and {repo_id!r} is not in the Hub cache. Unset HF_HUB_OFFLINE to "
+            "download it, or pass a local folder."
+        )
     endpoint = urlparse(constants.ENDPOINT)
     host = endpoint.hostname
     try:

@@ -4,6 +4,8 @@ run; prints a table of our/Marian ratios and writes JSON. The measurements live 
 
     python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --compile  # outputs/benchmark.json
 
+An existing --output_file is replaced only with --overwrite.
+
 --profile S prints torch.profiler tables (operators by self CPU time, with the share in matrix products) of a
 training step and of greedy decoding at batch 1 and 32 for both models at that shape, instead of the
 benchmark.
@@ -23,7 +25,7 @@ from pathlib import Path
 from transformers.utils import logging as hf_logging
 
 from hf_vanilla_transformer.benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 
 
@@ -51,6 +53,9 @@ class BenchmarkArguments:
     output_file: str = field(
         default="outputs/benchmark.json", metadata={"help": "JSON file for the results."}
     )
+    overwrite: bool = field(
+        default=False, metadata={"help": "Replace --output_file if it exists (an earlier run's results)."}
+    )
     markdown_from: str | None = field(
         default=None,
         metadata={"help": "Print the tables of docs/benchmarks.md from an earlier run's JSON file and stop."},
@@ -70,6 +75,7 @@ def main() -> None:
     if args.profile:
         print(profile_shape(args.profile))
         return
+    check_output_location(args.output_file, args.overwrite, "--output_file")  # before minutes of timing
     results = run_benchmark(
         args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2, compile=args.compile
     )

@@ -56,7 +56,7 @@ def main() -> None:
     title = f"cross-attention, decoder layer {layer} of {num_layers}: {args.text}"
     path = plot_cross_attention(weights, source_tokens, target_tokens, args.output_file, title=title)
     print(f"Target: {tokenizer.convert_tokens_to_string(target_tokens)}")
-    print(f"Wrote {path}")
+    print(f"Wrote {path}, titled {title!r}")
 
 
 if __name__ == "__main__":

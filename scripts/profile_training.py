@@ -21,7 +21,7 @@ from hf_vanilla_transformer.benchmarks.training_profile import (
     format_profile,
     profile_training,
 )
-from hf_vanilla_transformer.cli import make_parser, run_script
+from hf_vanilla_transformer.cli import check_output_location, make_parser, run_script
 from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args
 
 
@@ -34,6 +34,8 @@ def main() -> None:
         usage="profile_training.py [recipe.yaml] [--option value ...]",
     )
     *training_arguments, profile_args = parse_recipe_and_args(parser)
+    if profile_args.output_file:  # before the run: the recipe's --overwrite also allows replacing this file
+        check_output_location(profile_args.output_file, training_arguments[2].overwrite, "--output_file")
     result = profile_training(*training_arguments, profile_args)
     print(format_profile(result))
     if profile_args.output_file:

@@ -258,3 +258,20 @@ def test_no_script_writes_into_a_folder_that_holds_something_unless_asked(tmp_pa
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert str(taken) in lines[0] and "--overwrite" in lines[0]
     assert [path.name for path in taken.iterdir()] == ["mine.txt"]
+
+
+@pytest.mark.parametrize(
+    "script, options",
+    [
+        ("benchmark.py", ["--shapes", "tiny", "--repeats", "1"]),
+        ("profile_training.py", [str(ROOT / "scripts" / "recipes" / "multi30k_de_en.yaml")]),
+    ],
+)
+def test_no_script_replaces_an_existing_results_file_unless_asked(tmp_path, script, options):
+    taken = tmp_path / "results.json"
+    taken.write_text("kept")
+    result = _run(script, *options, "--output_file", str(taken), cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert str(taken) in lines[0] and "--overwrite" in lines[0]
+    assert taken.read_text() == "kept"

@@ -1,6 +1,7 @@
 """CTranslate2 export: the converted model decodes exactly like ours (fp32 greedy and beam), int8 stays close,
 and bad inputs fail clearly."""
 
+import ast
 import subprocess
 import sys
 from pathlib import Path
@@ -15,6 +16,8 @@ from hf_vanilla_transformer.saving import save_model_folder
 
 from .conftest import tiny_config
 from .script_runner import run_script_file
+
+ROOT = Path(__file__).resolve().parents[1]
 
 SOURCES = [
     "ein hund läuft im park",
@@ -130,17 +133,22 @@ def test_export_errors_are_clear(tmp_path, word_tokenizer):
 
 
 def test_inference_module_runs_without_torch(tmp_path, word_tokenizer):
-    """Loaded by path as its docstring shows, the inference module generates in a process without torch."""
+    """Loaded by path as its docstring shows (its indented lines, run as written on an export of our own), the
+    inference module generates in a process without torch."""
     _saved_model(tmp_path / "model", word_tokenizer)
     exported = convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
-    code = f"""
-import importlib.util, pathlib, sys
-package_dir = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent / "interop"
-spec = importlib.util.spec_from_file_location("ct2_inference", package_dir / "ctranslate2_inference.py")
-module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
-print(module.CTranslate2Seq2Seq({str(exported)!r}, intra_threads=1).generate(["ein hund"], max_new_tokens=5))
-assert "torch" not in sys.modules, "torch was imported"
-"""
+    module_file = ROOT / "hf_vanilla_transformer" / "interop" / "ctranslate2_inference.py"
+    docstring = ast.get_docstring(ast.parse(module_file.read_text(encoding="utf-8")))
+    snippet = "\n".join(line[4:] for line in docstring.splitlines() if line.startswith("    "))
+    assert '"outputs/ct2/multi30k-de-en-int8"' in snippet
+    code = "\n".join(
+        [
+            snippet.replace('"outputs/ct2/multi30k-de-en-int8"', repr(str(exported))),
+            "import sys",
+            'print(model.generate(["ein hund"], max_new_tokens=5))',
+            'assert "torch" not in sys.modules, "torch was imported"',
+        ]
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("[")

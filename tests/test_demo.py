@@ -176,6 +176,9 @@ def test_each_model_serves_its_own_task_and_a_mismatch_is_named():
         UsageError, match=f"is a series model, not a translation one: give --model series={series}"
     ):
         demo.DemoModel.load(demo.ModelSpec(str(series), "translation"))
+    multi30k = SHIPPED / "vanilla-transformer-multi30k-de-en"
+    with pytest.raises(UsageError, match="is a translation model, not a series one"):
+        demo.DemoModel.load(demo.ModelSpec(str(multi30k), "series"))
 
 
 def test_a_port_in_use_is_refused_in_one_line_naming_our_option(tmp_path):

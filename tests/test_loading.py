@@ -308,6 +308,16 @@ def test_a_saved_folder_loads_with_the_installed_package_as_the_readme_says(
     )("ein hund", num_beams=1, max_new_tokens=4)
 
 
+def test_the_installed_pipeline_refuses_series_input_outside_the_models_grammar():
+    from hf_vanilla_transformer import Seq2SeqGenerationPipeline
+
+    folder = Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-series"
+    pipe = pipeline(PIPELINE_TASK, model=str(folder), pipeline_class=Seq2SeqGenerationPipeline)
+    with pytest.raises(ValueError, match=r"'sin\(x\)' is outside the model's grammar: exp, sin"):
+        pipe(["exp(2*a*x)", "sin(x)*exp(x)"], num_beams=1)
+    assert pipe("exp(2*a*x)", num_beams=1)[0]["generated_text"].endswith("O(x**6)")
+
+
 def test_pipeline_rejects_non_text(tiny_model, word_tokenizer):
     pipe = pipeline(PIPELINE_TASK, model=tiny_model, tokenizer=word_tokenizer)
     with pytest.raises(TypeError, match="string"):

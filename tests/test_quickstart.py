@@ -7,7 +7,12 @@ import re
 
 import pytest
 
-from hf_vanilla_transformer.quickstart import QuickstartArguments, run_quickstart
+from hf_vanilla_transformer.quickstart import (
+    OPTIONS_FILE,
+    QuickstartArguments,
+    check_output_folder,
+    run_quickstart,
+)
 
 from .script_runner import run_script_file
 
@@ -50,3 +55,21 @@ def test_quickstart_refuses_impossible_options_before_any_work(tmp_path):
         QuickstartArguments(num_examples=300)
     with pytest.raises(ValueError, match="Unknown --preset 'tiny'"):
         QuickstartArguments(preset="tiny")
+
+
+def test_quickstart_remakes_only_its_own_folder_unless_asked(tmp_path):
+    taken = tmp_path / "mine"
+    (taken / "data").mkdir(parents=True)
+    (taken / "data" / "notes.txt").write_text("kept")
+    result = run_script_file("quickstart.py", "--output_dir", str(taken), cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert f"--output_dir {taken} holds files that no earlier quickstart wrote" in lines[0]
+    assert "--overwrite" in lines[0]
+    assert [path.name for path in taken.rglob("*")] == ["data", "notes.txt"]
+    # an earlier quickstart's folder (it wrote its options first) is remade; so is any folder when asked
+    (taken / OPTIONS_FILE).write_text("{}")
+    check_output_folder(taken, overwrite=False)
+    (taken / OPTIONS_FILE).unlink()
+    check_output_folder(taken, overwrite=True)
+    check_output_folder(tmp_path / "new", overwrite=False)

@@ -492,11 +492,19 @@ def test_a_long_input_is_refused_with_a_short_excerpt_of_it():
         ("sin(a*x) + b*x", "a name outside a function's argument"),
         ("sin(a*b*x)", r"'sin\(a\*b\*x\)' is outside"),
         ("log(a*x)", r"unknown name 'log'.* The model's grammar: exp, sin"),
+        ("Ein Mann fährt Fahrrad.", "The model's grammar: exp, sin"),
     ],
 )
 def test_model_input_outside_the_generators_grammar_is_refused_naming_the_grammar(text, message):
     with pytest.raises(SeriesParseError, match=message):
         check_model_input(text)
+
+
+def test_a_long_call_outside_the_grammar_is_quoted_as_an_excerpt():
+    call = "sin(" + "a*x + " * 300 + "a*x)"
+    with pytest.raises(SeriesParseError, match="is outside the model's grammar") as error:
+        check_model_input(call)
+    assert f"({len(call)} characters)" in str(error.value) and len(str(error.value)) < 600
 
 
 def test_every_generated_expression_is_model_input():

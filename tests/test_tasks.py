@@ -12,7 +12,12 @@ from transformers import AutoModelForSeq2SeqLM
 
 from hf_vanilla_transformer.data.translation import load_parallel_text, load_translation_dataset
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
-from hf_vanilla_transformer.saving import check_model_location, is_local_path, model_task
+from hf_vanilla_transformer.saving import (
+    check_model_location,
+    check_tokenizer_location,
+    is_local_path,
+    model_task,
+)
 from hf_vanilla_transformer.series.sampling import iter_candidates
 from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
 from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
@@ -186,6 +191,13 @@ def test_a_mistyped_folder_under_an_existing_one_is_local_with_the_nearest_name(
         FileNotFoundError, match=r"'data/multi30k-de' is not a dataset folder\. Did you mean "
     ):
         load_translation_dataset("data/multi30k-de", languages=("de", "en"))
+    # a tokenizer the same way, and a path from the home folder is local even when it is missing
+    with pytest.raises(FileNotFoundError) as error:
+        check_tokenizer_location("data/multi30k-de-eng")
+    assert str(error.value).endswith("multi30k-de-eng. Did you mean data/multi30k-de-en?")
+    assert is_local_path("~/models/mine")
+    with pytest.raises(FileNotFoundError, match=r"^No model folder at ~/no-such-model-folder\."):
+        check_model_location("~/no-such-model-folder")
 
 
 def test_an_unreachable_hub_id_fails_at_once_in_one_line_unless_cached(monkeypatch):
@@ -209,6 +221,22 @@ def test_an_unreachable_hub_id_fails_at_once_in_one_line_unless_cached(monkeypat
         huggingface_hub, "try_to_load_from_cache", lambda *args, **kwargs: "/cache/config.json"
     )
     check_model_location("someone/model")
+    # Offline by choice, a name the cache lacks is refused without trying the network.
+    monkeypatch.setattr(huggingface_hub, "try_to_load_from_cache", lambda *args, **kwargs: None)
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    with pytest.raises(OSError) as error:
+        check_model_location("someone/model")
+    assert str(error.value) == (
+        "HF_HUB_OFFLINE is set and 'someone/model' is not in the Hub cache. Unset HF_HUB_OFFLINE to download "
+        "it, or pass a local folder."
+    )
+
+
+def test_a_hub_dataset_that_cannot_be_reached_fails_in_one_line():
+    # the suite runs with HF_HUB_OFFLINE=1, and no test dataset of this name is in any cache
+    with pytest.raises(OSError, match=r"^Cannot load the Hub dataset 'someone/no-such-dataset' \(") as error:
+        load_translation_dataset("someone/no-such-dataset", languages=("de", "en"))
+    assert "pass a local dataset folder" in str(error.value) and "\n" not in str(error.value)
 
 
 def test_a_model_given_for_another_task_is_refused_naming_both(multi30k, tmp_path):

@@ -268,7 +268,7 @@ def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
 
 def test_plot_attention_script_draws_png(trained_run, tmp_path):
     png = tmp_path / "attention.png"
-    _run(
+    result = _run(
         [
             sys.executable,
             str(ROOT / "scripts" / "plot_attention.py"),
@@ -284,6 +284,9 @@ def test_plot_attention_script_draws_png(trained_run, tmp_path):
         cwd=tmp_path,
     )
     assert png.read_bytes().startswith(b"\x89PNG") and png.stat().st_size > 10_000
+    # the default --layer -1 is the top layer, titled by its number as the paper counts layers
+    layers = json.loads((trained_run / "final" / "config.json").read_text())["decoder_layers"]
+    assert f"decoder layer {layers} of {layers}: Ein Hund läuft." in result.stdout
 
 
 def _train_accelerate(translation_data, out, *options, processes=1):

@@ -29,7 +29,7 @@ import datasets
 from datasets import Dataset, DatasetDict, Features, Translation
 from transformers import PreTrainedTokenizerBase
 
-from ..errors import MissingPathError, UsageError
+from ..errors import MissingPathError, OfflineError, UsageError
 from ..saving import is_local_path, nearest_sibling
 from .preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
 
@@ -228,7 +228,13 @@ def load_translation_dataset(
                 "'bentrevett/multi30k'."
             )
             raise MissingPathError(f"'{name}' is not a dataset folder. {hint}")
-        loaded = datasets.load_dataset(name, config_name, **load_kwargs)
+        try:
+            loaded = datasets.load_dataset(name, config_name, **load_kwargs)
+        except ConnectionError as error:  # offline or unreachable, and not in the datasets cache
+            raise OfflineError(
+                f"Cannot load the Hub dataset {name!r} ({error}): connect (and unset HF_HUB_OFFLINE), or "
+                "pass a local dataset folder."
+            ) from None
     return to_translation_schema(loaded, languages, source=str(name_or_path))
 
 

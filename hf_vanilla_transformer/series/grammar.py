@@ -238,7 +238,7 @@ def check_model_input(text: str) -> None:
     for call in _CALL.finditer(text):
         if not _TERM_ARGUMENT.match(call.group(2)):
             raise SeriesParseError(
-                f"expression {_excerpt(text)}: {call.group(0)!r} is outside the model's grammar: "
+                f"expression {_excerpt(text)}: {_excerpt(call.group(0))} is outside the model's grammar: "
                 f"{GRAMMAR_SUMMARY}."
             )
     outside = _CALL.sub("", text)

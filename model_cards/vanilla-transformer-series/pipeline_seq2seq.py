@@ -8,10 +8,17 @@ This file imports only `torch` and `transformers`: a saved model folder carries 
 in config.json) so Hub users get the pipeline with `trust_remote_code=True`.
 """
 
+from collections.abc import Callable
+
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
 TASK_NAME = "seq2seq-generation"
+
+# A check of one input text for each task a model was trained on (its config's `task`): it raises ValueError
+# naming what is wrong. Empty in the copy a folder carries; the installed package, when imported, adds the
+# series model's grammar, outside which that model still answers, confidently and wrongly.
+INPUT_CHECKS: dict[str, Callable[[str], None]] = {}
 
 
 class Seq2SeqGenerationPipeline(Pipeline):
@@ -42,6 +49,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
     def preprocess(self, text, truncation: bool = False):
         if not isinstance(text, str):
             raise TypeError(f"{TASK_NAME} takes a string or a list of strings, got {type(text).__name__}.")
+        check = INPUT_CHECKS.get(getattr(self.model.config, "task", None))
+        if check is not None:
+            check(text)
         return self.tokenizer(text, return_tensors="pt", truncation=truncation, return_token_type_ids=False)
 
     def _forward(self, model_inputs, **generate_kwargs):

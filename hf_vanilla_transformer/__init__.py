@@ -17,6 +17,7 @@ from .modeling_vanilla_transformer import (
 )
 from .pipeline_seq2seq import INPUT_CHECKS, Seq2SeqGenerationPipeline, register_pipeline
 from .pipeline_seq2seq import TASK_NAME as PIPELINE_TASK
+from .series.grammar import check_model_input
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -29,15 +30,7 @@ VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 register_pipeline()
-
-
-def _check_series_input(text: str) -> None:
-    from .series.grammar import check_model_input  # on first use: sympy is not needed to import the package
-
-    check_model_input(text)
-
-
-INPUT_CHECKS["series"] = _check_series_input
+INPUT_CHECKS["series"] = check_model_input
 
 __version__ = "0.2.0"
 

@@ -33,10 +33,10 @@ def main() -> None:
         description=__doc__,
         usage="profile_training.py [recipe.yaml] [--option value ...]",
     )
-    *training_arguments, profile_args = parse_recipe_and_args(parser)
+    model_args, data_args, recipe_args, training_args, profile_args = parse_recipe_and_args(parser)
     if profile_args.output_file:  # before the run: the recipe's --overwrite also allows replacing this file
-        check_output_location(profile_args.output_file, training_arguments[2].overwrite, "--output_file")
-    result = profile_training(*training_arguments, profile_args)
+        check_output_location(profile_args.output_file, recipe_args.overwrite, "--output_file")
+    result = profile_training(model_args, data_args, recipe_args, training_args, profile_args)
     print(format_profile(result))
     if profile_args.output_file:
         path = Path(profile_args.output_file)

@@ -91,9 +91,19 @@ def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> s
     return f"Unknown option(s): {', '.join(hints)}. `--help` lists the options."
 
 
+def check_folder_location(path: str | Path, option: str = "--output_dir") -> None:
+    """Refuse a folder option that names an existing file, `--overwrite` or not: the user asked to replace
+    what a folder holds, not to turn a file of theirs into one (`mkdir` would answer with a traceback)."""
+    if Path(path).is_file():
+        raise ExistingPathError(f"{option} {path} is a file: give a folder (a new one, or one to replace).")
+
+
 def check_output_location(path: str | Path, overwrite: bool, option: str = "--output_dir") -> None:
     """Refuse to write to `path` when it holds something already (a file, or a folder that is not empty),
-    unless the user passed `--overwrite`: a command replaces only what it was asked to."""
+    unless the user passed `--overwrite`: a command replaces only what it was asked to. A folder option
+    (any but `--..._file`) never replaces a file: `check_folder_location`."""
+    if not option.endswith("_file"):
+        check_folder_location(path, option)
     path = Path(path)
     if overwrite or not path.exists() or (path.is_dir() and not any(path.iterdir())):
         return

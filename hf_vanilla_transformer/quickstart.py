@@ -14,6 +14,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from .cli import check_folder_location
 from .configuration_vanilla_transformer import PRESETS
 from .errors import ExistingPathError, UsageError
 from .evaluation.generation import (
@@ -104,10 +105,9 @@ OPTIONS_FILE = "quickstart-options.json"
 def check_output_folder(out: Path, overwrite: bool) -> None:
     """Refuse an --output_dir that holds files the quickstart did not write (no `OPTIONS_FILE`) unless asked:
     each run replaces its data/, tokenizer/ and run/ folders."""
+    check_folder_location(out)
     if overwrite or not out.exists() or (out / OPTIONS_FILE).is_file():
         return
-    if not out.is_dir():
-        raise ExistingPathError(f"--output_dir {out} is a file: give a folder.")
     if any(out.iterdir()):
         raise ExistingPathError(
             f"--output_dir {out} holds files that no earlier quickstart wrote (it has no {OPTIONS_FILE}), "

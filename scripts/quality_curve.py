@@ -28,7 +28,7 @@ from hf_vanilla_transformer.benchmarks.quality_curve import (
     plot_curve,
     quality_curve,
 )
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import check_folder_location, parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments
 from hf_vanilla_transformer.tasks import DatasetArguments
@@ -81,6 +81,7 @@ def main() -> None:
         if other["metric"] != metric:
             raise UsageError(f"--compare {other['label']} plots {other['metric']}, this curve {metric}.")
     output_dir = Path(args.output_dir or Path(args.run_dir[0]) / "curve")
+    check_folder_location(output_dir)
     if (output_dir / "curve.json").exists() and not args.overwrite:
         raise UsageError(
             f"{output_dir / 'curve.json'} exists: pass --overwrite to replace it, or --output_dir to write "

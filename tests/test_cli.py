@@ -233,22 +233,19 @@ def test_plot_attention_of_the_series_model_refuses_input_outside_its_grammar(tm
     assert not (tmp_path / "attention.png").exists()
 
 
-@pytest.mark.parametrize(
-    "script, options",
-    [
-        ("average_checkpoints.py", ["--run_dir", "run"]),
-        (
-            "train_tokenizer.py",
-            ["--task", "translation", "--text_files", str(FIXTURE_MULTI30K / "train.de.gz")],
-        ),
-        (
-            "prepare_translation.py",
-            ["--dataset", str(FIXTURE_MULTI30K), "--source_lang", "de", "--target_lang", "en"],
-        ),
-        ("convert_marian.py", ["--model", "Helsinki-NLP/opus-mt-de-en"]),
-        ("export_ctranslate2.py", ["--model", "model"]),
-    ],
-)
+FOLDER_WRITERS = [
+    ("average_checkpoints.py", ["--run_dir", "run"]),
+    ("train_tokenizer.py", ["--task", "translation", "--text_files", str(FIXTURE_MULTI30K / "train.de.gz")]),
+    (
+        "prepare_translation.py",
+        ["--dataset", str(FIXTURE_MULTI30K), "--source_lang", "de", "--target_lang", "en"],
+    ),
+    ("convert_marian.py", ["--model", "Helsinki-NLP/opus-mt-de-en"]),
+    ("export_ctranslate2.py", ["--model", "model"]),
+]
+
+
+@pytest.mark.parametrize("script, options", FOLDER_WRITERS)
 def test_no_script_writes_into_a_folder_that_holds_something_unless_asked(tmp_path, script, options):
     taken = tmp_path / "taken"
     taken.mkdir()
@@ -258,6 +255,30 @@ def test_no_script_writes_into_a_folder_that_holds_something_unless_asked(tmp_pa
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert str(taken) in lines[0] and "--overwrite" in lines[0]
     assert [path.name for path in taken.iterdir()] == ["mine.txt"]
+
+
+@pytest.mark.parametrize(
+    "script, options",
+    [
+        *FOLDER_WRITERS,
+        ("quickstart.py", []),
+        ("train.py", ["--task", "series"]),
+        ("generate_series.py", ["--num_examples", "100"]),
+        ("quality_curve.py", ["--run_dir", "run", "--task", "translation"]),
+        ("push_to_hub.py", ["--model", "model", "--dry_run"]),
+    ],
+)
+def test_no_script_turns_a_file_into_its_output_folder_even_when_asked_to_overwrite(
+    tmp_path, script, options
+):
+    taken = tmp_path / "notes.txt"
+    taken.write_text("kept")
+    option = "--folder" if script == "push_to_hub.py" else "--output_dir"
+    result = _run(script, *options, option, str(taken), "--overwrite", cwd=tmp_path)
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
+    assert str(taken) in lines[0] and "is a file: give a folder" in lines[0]
+    assert taken.read_text() == "kept"
 
 
 @pytest.mark.parametrize(

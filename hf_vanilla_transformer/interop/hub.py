@@ -6,6 +6,7 @@ import re
 import shutil
 from pathlib import Path
 
+from ..cli import check_folder_location
 from ..errors import ExistingPathError, MissingPathError, UsageError
 from ..saving import load_model_folder, save_model_folder
 
@@ -27,6 +28,7 @@ def build_hub_folder(
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     if output_dir.resolve() == model_dir.resolve():
         raise UsageError(f"{model_dir} is both the model and the folder to assemble: give another --folder.")
+    check_folder_location(output_dir, "--folder")
     held = sorted(
         path.name
         for pattern in ("config.json", "*.safetensors", "eval-*.json")

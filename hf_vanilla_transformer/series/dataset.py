@@ -137,7 +137,9 @@ class SeriesDataArguments:
             )
         path = Path(self.output_dir)
         if path.exists() and not path.is_dir():
-            raise UsageError(f"output_dir={self.output_dir!r} exists and is not a directory.")
+            raise UsageError(
+                f"output_dir={self.output_dir!r} is a file: give a folder (a new one, or one to replace)."
+            )
         if path.is_dir() and any(path.iterdir()) and not self.overwrite:
             raise ExistingPathError(
                 f"output_dir={self.output_dir!r} is not empty; choose another directory or pass "

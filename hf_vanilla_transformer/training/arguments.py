@@ -17,7 +17,7 @@ import torch
 import yaml
 from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments, set_seed
 
-from ..cli import option_suggestion, parse_dataclasses
+from ..cli import check_folder_location, option_suggestion, parse_dataclasses
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from ..errors import ExistingPathError, MissingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
@@ -104,6 +104,7 @@ class RecipeArguments:
         that run's files, and only those), or continuing it (`resume_from_checkpoint`). Otherwise the new
         run would rotate away the earlier run's checkpoints, append to its loss log and replace its final
         model."""
+        check_folder_location(training_args.output_dir)
         if training_args.resume_from_checkpoint:
             return
         folder = Path(training_args.output_dir)

@@ -17,6 +17,7 @@ EXTRA_OF = {
     "ctranslate2": "ctranslate2",
     "sentencepiece": "marian",
     "gradio": "demo",
+    "deepspeed": "deepspeed",
 }
 
 

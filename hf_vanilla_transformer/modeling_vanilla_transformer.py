@@ -462,6 +462,19 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                 f"is truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
             ) from error
 
+    def tie_weights(self, *args, **kwargs):
+        """transformers' tying of Parameters, then one step more: where the stacks share one vocabulary
+        (§3.4), their `embed_tokens` become the `shared` module itself. Sharding engines group modules, not
+        Parameters: Accelerate's FSDP2 wrapping shards `get_input_embeddings()` with the output layer in a
+        group of their own, and torch refuses a Parameter that another module outside that group still holds.
+        One module is wrapped once wherever it appears. Only Parameters already tied are joined:
+        `from_pretrained` builds the model untied and loads the holders one by one (so that a checkpoint
+        without the matrix is reported missing), then calls this."""
+        super().tie_weights(*args, **kwargs)
+        for module in self.modules():
+            if isinstance(module, VanillaTransformerModel):
+                module.share_embedding_module()
+
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
         """N(0, d_model^-0.5) embeddings, as fairseq initialises this model (the paper does not say): scaled
@@ -722,6 +735,16 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             return super().get_expanded_tied_weights_keys(all_submodels)
         return dict(self._tied_weights_keys)
 
+    def share_embedding_module(self) -> None:
+        """Make the stacks' `embed_tokens` the `shared` module once their weights are its Parameter
+        (`tie_weights` says why)."""
+        if not self.config.share_encoder_decoder_embeddings:
+            return
+        stacks = (self.encoder, self.decoder)
+        if all(stack.embed_tokens.weight is self.shared.weight for stack in stacks):
+            for stack in stacks:
+                stack.embed_tokens = self.shared
+
     def get_input_embeddings(self) -> nn.Embedding:
         return self.encoder.embed_tokens
 
@@ -974,8 +997,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         num_items_in_batch: int | torch.Tensor | None = None,
     ) -> torch.Tensor:
         """Label-smoothed cross-entropy (§5.4), computed in float32, ignoring -100."""
-        logits = logits.float().view(-1, logits.size(-1))
-        labels = labels.to(logits.device).view(-1)
+        logits = logits.float().reshape(-1, logits.size(-1))
+        labels = labels.to(logits.device).reshape(-1)  # any labels: a slice such as x[:, :8] too
         reduction = "mean" if num_items_in_batch is None else "sum"
         loss = nn.functional.cross_entropy(
             logits,

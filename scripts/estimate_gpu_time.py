@@ -2,14 +2,21 @@
 GPUs, from the model's FLOPs. An estimate, not a measurement: nothing is trained.
 
     python scripts/estimate_gpu_time.py [--vocab_size 37000] [--utilisation 0.3]
+    python scripts/estimate_gpu_time.py --scale_out    # 8 GPUs and 2 nodes x 8: memory, time, all-reduce
 
 The work per step, and the utilisation assumed by default (the one the paper's own runs imply), are explained
-in `hf_vanilla_transformer.benchmarks.gpu_estimate`; pass --utilisation to assume another.
+in `hf_vanilla_transformer.benchmarks.gpu_estimate`; pass --utilisation to assume another. `--scale_out` adds
+a table of the models on 8 GPUs and on 2 nodes of 8 (a minute or two: it counts each training step's memory).
 """
 
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.benchmarks.gpu_estimate import estimate, format_table
+from hf_vanilla_transformer.benchmarks.gpu_estimate import (
+    estimate,
+    format_scale_table,
+    format_table,
+    scale_out,
+)
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 
@@ -23,6 +30,13 @@ class EstimateArguments:
             "help": "Share of the GPUs' bfloat16 peak assumed reached (default: what the paper's runs imply)."
         },
     )
+    scale_out: bool = field(
+        default=False,
+        metadata={
+            "help": "Also print the models on 8 GPUs and on 2 nodes of 8: accelerate config, token budget, "
+            "memory per GPU, time, and the gradient all-reduce's cost."
+        },
+    )
 
 
 def main() -> None:
@@ -30,6 +44,9 @@ def main() -> None:
     if args.utilisation is not None and not 0 < args.utilisation <= 1:
         raise UsageError(f"--utilisation must be in (0, 1], got {args.utilisation}.")
     print(format_table(estimate(args.vocab_size, args.utilisation)))
+    if args.scale_out:
+        print()
+        print(format_scale_table(scale_out(args.vocab_size, args.utilisation)))
 
 
 if __name__ == "__main__":

@@ -1,40 +1,237 @@
-"""Train with a plain Accelerate loop (`hf_vanilla_transformer.training.accelerate_loop`) on the same recipe
-and options as `scripts/train.py`: the same recipe files, schedule, optimizer settings, token-budget batches,
-gradient clipping, time budget, loss log and final folder. It does not evaluate during training.
+"""Train with a plain Accelerate loop, for users who want the loop in view and in their hands, the way
+transformers' `run_translation_no_trainer.py` is written. The package gives the model, the data, the
+token-budget batches (§5.1) and eq. 3's learning rate; the loop is here, and yours to change. Everything
+else (evaluation and the best checkpoint, time budgets, FSDP, DeepSpeed, every `Seq2SeqTrainingArguments`
+option, recipe files) is `scripts/train.py`, the Trainer, the package's training engine.
 
-    # one process, a recipe file with options overriding it
-    python scripts/train_accelerate.py scripts/recipes/series.yaml --max_steps 200 --output_dir outputs/acc
-    # continue a run from a saved training state
-    python scripts/train_accelerate.py scripts/recipes/series.yaml --output_dir outputs/acc \
-        --resume_from_checkpoint outputs/acc/state-200
-    # two CPU processes over gloo: on a machine without GPUs --multi_gpu starts torchrun, and --use_cpu
-    # makes the processes talk over gloo (`accelerate launch --cpu` wants MPI for several processes)
-    accelerate launch --multi_gpu --num_processes 2 scripts/train_accelerate.py \
-        scripts/recipes/series.yaml --use_cpu
-    # any `accelerate launch` setup: GPUs, several nodes
-    accelerate launch --config_file scripts/accelerate_configs/multi_gpu.yaml scripts/train_accelerate.py ...
+    python scripts/train_accelerate.py --task translation --dataset outputs/data/multi30k-de-en \
+        --tokenizer outputs/tokenizers/multi30k-de-en-bpe8k --max_tokens 4096 --max_steps 2000 \
+        --warmup_steps 600 --output_dir outputs/acc
+    # continue from a saved training state
+    python scripts/train_accelerate.py ... --output_dir outputs/acc \
+        --resume_from_checkpoint outputs/acc/state-1000
+    # two CPU processes over gloo; on GPUs drop --use_cpu (or use any accelerate config)
+    accelerate launch --multi_gpu --num_processes 2 scripts/train_accelerate.py ... --use_cpu
 
-Writes `<output_dir>/final` (weights, config, model and pipeline code, tokenizer), `state-<step>` folders
-(`save_state`: the whole training state, kept to `save_total_limit`), `loss_log.jsonl` and `loss_curves.png`.
-`--max_tokens` (the token budget per batch) is required. `--help` lists every option.
+The loss of an update is normalised by the target tokens of the whole update, over its micro-batches and
+processes (as the Trainer does with `average_tokens_across_devices`), so two processes compute what one
+process accumulating two batches computes. Writes `<output_dir>/final` (weights, config, model and pipeline
+code, tokenizer), `state-<step>` folders (`save_state`: the whole training state, the last `save_total_limit`
+kept), `loss_log.jsonl` and `loss_curves.png`.
 """
 
-import logging
+from __future__ import annotations
 
-from hf_vanilla_transformer.cli import make_parser, run_script
-from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args, run_accelerate_training
+import contextlib
+import itertools
+import logging
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import torch
+from accelerate import Accelerator, PartialState
+from accelerate.utils import set_seed
+from torch.utils.data import DataLoader
+from transformers import AutoTokenizer, get_scheduler
+from transformers.trainer_utils import rotate_checkpoints
+
+from hf_vanilla_transformer.cli import make_parser, parse_dataclasses, run_script
+from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
+from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.saving import check_tokenizer_location, save_model_folder
+from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
+from hf_vanilla_transformer.training import (
+    LossLog,
+    ModelArguments,
+    RecipeArguments,
+    build_model,
+    paper_peak_learning_rate,
+    token_budget_sampler,
+)
+
+logger = logging.getLogger(__name__)
+
+STATE_PREFIX = "state-"
+
+
+@dataclass
+class LoopArguments:
+    """The loop's own settings; the paper's (§5.3) are the defaults."""
+
+    output_dir: str = field(default="outputs/acc", metadata={"help": "Where states, logs and the model go."})
+    max_steps: int = field(default=1000, metadata={"help": "Optimizer updates to train for."})
+    warmup_steps: int = field(default=4000, metadata={"help": "Linear warmup steps of eq. 3 (§5.3: 4000)."})
+    lr_scale: float = field(default=1.0, metadata={"help": "Multiplier of eq. 3's peak learning rate."})
+    adam_beta1: float = field(default=0.9, metadata={"help": "Adam's beta1 (§5.3: 0.9)."})
+    adam_beta2: float = field(default=0.98, metadata={"help": "Adam's beta2 (§5.3: 0.98)."})
+    adam_epsilon: float = field(default=1e-9, metadata={"help": "Adam's epsilon (§5.3: 1e-9)."})
+    max_grad_norm: float = field(default=0.0, metadata={"help": "Clip gradients to this norm; 0 does not."})
+    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per update."})
+    logging_steps: int = field(default=100, metadata={"help": "Log the mean loss every this many updates."})
+    save_steps: int = field(
+        default=1000, metadata={"help": "Save the training state every this many updates."}
+    )
+    save_total_limit: int = field(default=5, metadata={"help": "Keep this many training states."})
+    seed: int = field(
+        default=42, metadata={"help": "Seeds the model's initial weights, batches and dropout."}
+    )
+    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16."})
+    use_cpu: bool = field(
+        default=False, metadata={"help": "Train on the CPU (several processes: over gloo)."}
+    )
+    resume_from_checkpoint: str | None = field(default=None, metadata={"help": "A state-<step> folder."})
+    overwrite: bool = field(default=False, metadata={"help": "Replace an earlier run in output_dir."})
+
+    def __post_init__(self):
+        for name in ("max_steps", "gradient_accumulation_steps", "logging_steps", "save_steps"):
+            if getattr(self, name) < 1:
+                raise UsageError(f"--{name} must be at least 1, got {getattr(self, name)}.")
+        if self.warmup_steps < 0 or self.lr_scale <= 0:
+            raise UsageError("--warmup_steps must be at least 0 and --lr_scale positive.")
+
+
+@dataclass
+class Progress:
+    """Where the loop stands; `save_state` and `load_state` keep it with the model, optimizer and schedule."""
+
+    step: int = 0  # optimizer updates done
+    epoch: int = 0
+    batches_in_epoch: int = 0  # batches this process has taken in the current epoch
+
+    def state_dict(self) -> dict:
+        return asdict(self)
+
+    def load_state_dict(self, state: dict) -> None:
+        for name, value in state.items():
+            setattr(self, name, value)
+
+
+def train_loop(model, tokenizer, train_dataset, args: LoopArguments, max_tokens: int, **batching) -> Path:
+    """Train `model` on a tokenized dataset (`input_ids`, `labels`) and save `<output_dir>/final`, which is
+    returned. `batching` goes to `token_budget_sampler` (`batch_order`, `batch_size_multiple`).
+
+    Every process builds the same list of batches; Accelerate gives each process every n-th of them and
+    averages the gradients, so all processes hold the same weights after every update. Only the main process
+    writes the log and the final folder."""
+    accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.use_cpu)
+    set_seed(args.seed)
+    output_dir = Path(args.output_dir)
+    sampler = token_budget_sampler(train_dataset, max_tokens, seed=args.seed, **batching)
+    loader = DataLoader(
+        train_dataset,
+        batch_sampler=sampler,
+        collate_fn=build_seq2seq_collator(tokenizer, model=model),
+        # Its own generator: starting an epoch then draws nothing from the global RNG (dropout's), so a
+        # resumed run draws the same dropout masks as an uninterrupted one.
+        generator=torch.Generator().manual_seed(args.seed),
+    )
+    peak = args.lr_scale * paper_peak_learning_rate(model.config.d_model, max(1, args.warmup_steps))
+    betas = (args.adam_beta1, args.adam_beta2)
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=peak, betas=betas, eps=args.adam_epsilon, weight_decay=0
+    )
+    model, optimizer, loader = accelerator.prepare(model, optimizer, loader)
+    # Eq. 3; not prepared: a prepared scheduler steps once per process, but the schedule counts updates.
+    schedule = get_scheduler("inverse_sqrt", optimizer.optimizer, num_warmup_steps=args.warmup_steps)
+    progress = Progress()
+    accelerator.register_for_checkpointing(schedule, progress)
+    if args.resume_from_checkpoint:
+        accelerator.load_state(args.resume_from_checkpoint)
+        accelerator.print(f"Resumed from {args.resume_from_checkpoint} at step {progress.step}.")
+    loss_log = LossLog(output_dir) if accelerator.is_main_process else None
+
+    model.train()
+    running_loss, updates_since_log, batches = torch.zeros((), device=accelerator.device), 0, None
+    while progress.step < args.max_steps:
+        # The loader passes its epoch to the sampler when it holds it directly (one process), and not when it
+        # holds it wrapped (several): set both, so each epoch has its own order, and a resumed run the same.
+        loader.set_epoch(progress.epoch)
+        sampler.set_epoch(progress.epoch)
+        skip = progress.batches_in_epoch  # after resuming, the batches this epoch already trained on
+        batches = iter(accelerator.skip_first_batches(loader, skip) if skip else loader)
+        while progress.step < args.max_steps and (
+            window := list(itertools.islice(batches, args.gradient_accumulation_steps))  # one update
+        ):
+            # Every target token of the update weighs the same, whichever micro-batch and process holds it.
+            tokens = sum(batch["labels"].ne(-100).sum() for batch in window).to(accelerator.device)
+            tokens = accelerator.reduce(tokens, reduction="sum")
+            for index, batch in enumerate(window):
+                progress.batches_in_epoch += 1
+                last = index == len(window) - 1  # gradients are all-reduced once, after the last micro-batch
+                with contextlib.nullcontext() if last else accelerator.no_sync(model):
+                    loss = model(**batch, num_items_in_batch=tokens).loss
+                    # The all-reduce averages over processes; the loss is already a share of all of them.
+                    accelerator.backward(loss * accelerator.num_processes)
+                running_loss += loss.detach().float()
+            grad_norm = (
+                accelerator.clip_grad_norm_(model.parameters(), args.max_grad_norm)
+                if args.max_grad_norm
+                else None
+            )
+            optimizer.step()
+            optimizer.zero_grad()
+            learning_rate = schedule.get_last_lr()[0]  # the rate this update used, as the Trainer logs it
+            if not accelerator.optimizer_step_was_skipped:  # fp16 skips updates whose gradients overflowed
+                schedule.step()
+            progress.step += 1
+            updates_since_log += 1
+            if progress.step % args.logging_steps == 0 or progress.step == args.max_steps:
+                # Each process holds its share of every update's loss: summed over processes, averaged over
+                # the updates since the last record.
+                mean = accelerator.gather((running_loss / updates_since_log).reshape(1)).sum().item()
+                logs = {
+                    "loss": mean,
+                    "learning_rate": learning_rate,
+                    "epoch": progress.epoch + progress.batches_in_epoch / len(loader),
+                }
+                if grad_norm is not None:
+                    logs["grad_norm"] = float(grad_norm)
+                if loss_log is not None:
+                    accelerator.print(loss_log.write(progress.step, logs))
+                running_loss, updates_since_log = torch.zeros_like(running_loss), 0
+            if progress.step % args.save_steps == 0 or progress.step == args.max_steps:
+                accelerator.save_state(output_dir / f"{STATE_PREFIX}{progress.step}")
+                if accelerator.is_main_process:
+                    rotate_checkpoints(
+                        str(output_dir), args.save_total_limit, checkpoint_prefix=STATE_PREFIX[:-1]
+                    )
+        if progress.step < args.max_steps:
+            progress.epoch += 1
+            progress.batches_in_epoch = 0
+
+    accelerator.wait_for_everyone()
+    final = output_dir / "final"
+    if accelerator.is_main_process:
+        save_model_folder(accelerator.unwrap_model(model), tokenizer, final)
+        loss_log.plot()
+    # The DDP wrapper and the loader are released while every process is still in the process group: a
+    # process can hang destroying them after its peer has left.
+    del model, optimizer, loader, batches
+    accelerator.free_memory()
+    accelerator.end_training()
+    return final
 
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = make_parser(
-        *TRAINING_ARGUMENTS,
-        description=__doc__,
-        usage="train_accelerate.py [recipe.yaml] [--option value ...]",
-    )
-    model_args, data_args, recipe_args, training_args = parse_recipe_and_args(parser)
-    final = run_accelerate_training(model_args, data_args, recipe_args, training_args)
-    if training_args.process_index == 0:
+    parser = make_parser(ModelArguments, DataArguments, LoopArguments, description=__doc__)
+    model_args, data_args, args = parse_dataclasses(parser)
+    if data_args.max_tokens is None:
+        raise UsageError("The loop batches by token budget: set --max_tokens (e.g. --max_tokens 4096).")
+    if not data_args.tokenizer:
+        raise UsageError(
+            "No tokenizer given: pass --tokenizer (a folder made by scripts/train_tokenizer.py)."
+        )
+    RecipeArguments(overwrite=args.overwrite).check_output_dir(args)
+    check_tokenizer_location(data_args.tokenizer)
+    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    dataset = prepare_dataset(data_args, tokenizer)["train"]
+    set_seed(args.seed)  # the initial weights
+    model = build_model(model_args, tokenizer)
+    model.config.task = data_args.task
+    batching = {"batch_order": data_args.batch_order, "batch_size_multiple": data_args.batch_size_multiple}
+    final = train_loop(model, tokenizer, dataset, args, data_args.max_tokens, **batching)
+    if PartialState().is_main_process:
         print(f"Saved the trained model to {final}")
 
 

@@ -12,6 +12,8 @@ if "PYTEST_XDIST_WORKER_COUNT" in os.environ:
     _share = max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"]))
     os.environ.setdefault("OMP_NUM_THREADS", str(_share))
 
+from pathlib import Path  # noqa: E402
+
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
@@ -24,8 +26,8 @@ from hf_vanilla_transformer import (  # noqa: E402
 # loadfile --no-loadscope-reorder` in pyproject.toml), so these start at once and the short files fill the
 # other workers around them, instead of a long file starting last and running alone. `--durations` lists the
 # slowest tests.
-LONGEST_FIRST = ("test_wmt14_recipe.py", "test_train_scripts.py", "test_benchmark.py")
-LONGEST_FIRST += ("test_shipped_models.py",)
+LONGEST_FIRST = ("test_deepspeed.py", "test_scale_out.py", "test_wmt14_recipe.py", "test_accelerate_loop.py")
+LONGEST_FIRST += ("test_train_scripts.py", "test_benchmark.py", "test_shipped_models.py")
 
 
 def pytest_collection_modifyitems(items):
@@ -86,3 +88,24 @@ def make_word_tokenizer():
         unk_token="<unk>",
         model_max_length=64,
     )
+
+
+FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
+
+
+@pytest.fixture(scope="module")
+def translation_data(tmp_path_factory):
+    """The fixture corpus as a saved DatasetDict, and a small joint BPE tokenizer trained on it."""
+    from hf_vanilla_transformer.data.translation import load_parallel_text
+    from hf_vanilla_transformer.tokenization import train_translation_tokenizer
+
+    folder = tmp_path_factory.mktemp("multi30k")
+    load_parallel_text(FIXTURE, "de", "en").save_to_disk(folder / "data")
+    train_translation_tokenizer(
+        [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"],
+        vocab_size=400,
+        show_progress=False,
+        model_max_length=128,
+        output_dir=folder / "tokenizer",
+    )
+    return folder

@@ -1,13 +1,16 @@
-"""The Accelerate loop reads the Trainer path's recipe and builds the same pieces from it: optimizer,
-schedule, batches, loss log and final folder; it resumes exactly and stops on its time budget. One process,
-in memory; two processes are in test_train_scripts.py."""
+"""scripts/train_accelerate.py, the plain Accelerate loop for users who write their own: it computes what the
+Trainer computes from the same settings (one process, in memory), resumes exactly, and on two CPU processes
+(gloo) computes what one process accumulating two batches computes."""
 
+import importlib
 import json
+import sys
 
 import pytest
 import torch
 from datasets import Dataset
-from transformers import AutoModelForSeq2SeqLM, Trainer
+from safetensors.torch import load_file
+from transformers import AutoModelForSeq2SeqLM
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
@@ -16,17 +19,26 @@ from hf_vanilla_transformer.training import (
     LOSS_PLOT_NAME,
     LossPlotCallback,
     PaperSeq2SeqTrainingArguments,
-    RecipeArguments,
     TokenBudgetSeq2SeqTrainer,
-    create_optimizer,
-    create_scheduler,
     paper_peak_learning_rate,
-    train_loop,
 )
 
 from .conftest import tiny_config
+from .script_runner import SCRIPTS, run_script_file
+from .test_scale_out import accelerate_launch
+from .test_train_scripts import _tiny
 
 MAX_TOKENS = 40
+
+
+@pytest.fixture(scope="module")
+def loop():
+    """The script as a module, imported as `python scripts/train_accelerate.py` finds its imports."""
+    sys.path.insert(0, str(SCRIPTS))
+    try:
+        yield importlib.import_module("train_accelerate")
+    finally:
+        sys.path.remove(str(SCRIPTS))
 
 
 def _features(word_tokenizer):
@@ -39,21 +51,14 @@ def _features(word_tokenizer):
     return Dataset.from_list([dict(word_tokenizer(src, text_target=tgt)) for src, tgt in pairs])
 
 
-def _args(output_dir, **overrides):
-    settings = {
-        "output_dir": str(output_dir),
-        "max_steps": 6,
-        "warmup_steps": 2,
-        "learning_rate": paper_peak_learning_rate(32, 2),
-        "logging_steps": 1,
-        "save_steps": 3,
-        "use_cpu": True,
-        "report_to": [],
-        "seed": 0,
-        "dataloader_num_workers": 0,
-        **overrides,
-    }
-    return PaperSeq2SeqTrainingArguments(**settings)
+SETTINGS = {
+    "max_steps": 6,
+    "warmup_steps": 2,
+    "logging_steps": 2,
+    "save_steps": 3,
+    "seed": 0,
+    "use_cpu": True,
+}
 
 
 def _model(**config):
@@ -65,41 +70,23 @@ def _records(folder):
     return [json.loads(line) for line in (folder / LOSS_LOG_NAME).read_text().splitlines()]
 
 
-def test_loop_builds_the_trainers_optimizer_and_schedule(tmp_path):
-    args = _args(tmp_path, weight_decay=0.1, lr_scheduler_type="linear", max_steps=10, adam_beta2=0.97)
-    model = _model()
-    ours = create_optimizer(model, args)
-    trainer = Trainer(model=model, args=args)
-    theirs = trainer.create_optimizer()
-    assert type(ours) is type(theirs)
-    assert ours.defaults == theirs.defaults and ours.defaults["betas"] == (0.9, 0.97)
-    for mine, reference in zip(ours.param_groups, theirs.param_groups, strict=True):
-        assert [id(p) for p in mine["params"]] == [id(p) for p in reference["params"]]
-        assert mine["weight_decay"] == reference["weight_decay"]
-    assert [g["weight_decay"] for g in ours.param_groups] == [0.1, 0.0] and all(
-        g["params"] for g in ours.param_groups
-    )
-
-    our_schedule = create_scheduler(ours, args, num_training_steps=10)
-    their_schedule = trainer.create_scheduler(num_training_steps=10, optimizer=theirs)
-    for _ in range(10):
-        assert our_schedule.get_last_lr() == their_schedule.get_last_lr()
-        ours.step(), our_schedule.step(), theirs.step(), their_schedule.step()
-    assert our_schedule.get_last_lr() == [0.0, 0.0]  # linear decay reaches zero at the last step
-
-
-def test_loop_trains_and_logs_as_the_trainer_does(tmp_path, word_tokenizer):
-    """Same recipe, same batches, same initial weights: the loop's log matches the Trainer's, record for
-    record (the keys, the learning rate of every step, the loss: no dropout, whose masks would differ with the
-    random numbers each loop draws for other things), and its final folder carries the pipeline."""
+def test_loop_computes_what_the_trainer_computes(loop, tmp_path, word_tokenizer):
+    """The same settings, batches and initial weights, two micro-batches an update and clipping: the loop's
+    log matches the Trainer's record for record (the keys, the learning rate of every step, the loss: no
+    dropout, whose masks would differ with the random numbers each loop draws for other things)."""
     features = _features(word_tokenizer)
-    settings = {"lr_scheduler_type": "linear", "max_grad_norm": 1.0, "weight_decay": 0.1, "logging_steps": 2}
-
-    args = _args(tmp_path / "trainer", **settings)
+    settings = {**SETTINGS, "gradient_accumulation_steps": 2, "max_grad_norm": 1.0}
     model = _model(dropout=0.0)
+    trainer_args = PaperSeq2SeqTrainingArguments(
+        output_dir=str(tmp_path / "trainer"),
+        learning_rate=paper_peak_learning_rate(32, 2),
+        report_to=[],
+        dataloader_num_workers=0,
+        **{name: value for name, value in settings.items() if name != "save_steps"},
+    )
     TokenBudgetSeq2SeqTrainer(
         model=model,
-        args=args,
+        args=trainer_args,
         train_dataset=features,
         data_collator=build_seq2seq_collator(word_tokenizer, model=model),
         max_tokens=MAX_TOKENS,
@@ -107,13 +94,8 @@ def test_loop_trains_and_logs_as_the_trainer_does(tmp_path, word_tokenizer):
     ).train()
     trainer_records = [r for r in _records(tmp_path / "trainer") if "loss" in r]
 
-    final = train_loop(
-        _model(dropout=0.0),
-        word_tokenizer,
-        features,
-        _args(tmp_path / "loop", **settings),
-        max_tokens=MAX_TOKENS,
-    )
+    args = loop.LoopArguments(output_dir=str(tmp_path / "loop"), **settings)
+    final = loop.train_loop(_model(dropout=0.0), word_tokenizer, features, args, MAX_TOKENS)
     loop_records = _records(tmp_path / "loop")
     assert [r["step"] for r in loop_records] == [r["step"] for r in trainer_records] == [2, 4, 6]
     for ours, theirs in zip(loop_records, trainer_records, strict=True):
@@ -122,31 +104,27 @@ def test_loop_trains_and_logs_as_the_trainer_does(tmp_path, word_tokenizer):
         assert ours["loss"] == pytest.approx(theirs["loss"], rel=1e-4)
         assert ours["epoch"] == pytest.approx(theirs["epoch"], rel=1e-6)
     assert (tmp_path / "loop" / LOSS_PLOT_NAME).read_bytes().startswith(b"\x89PNG")
-
     config = json.loads((final / "config.json").read_text())
     assert "seq2seq-generation" in config["custom_pipelines"]
     assert (final / "pipeline_seq2seq.py").exists() and (final / "tokenizer.json").exists()
-    assert AutoModelForSeq2SeqLM.from_pretrained(final).config.vocab_size == tiny_config().vocab_size
-    # save_total_limit (5 by default) keeps both states; the last holds every rank's random state
     assert sorted(p.name for p in (tmp_path / "loop").glob("state-*")) == ["state-3", "state-6"]
-    assert (tmp_path / "loop" / "state-6" / "random_states_0.pkl").exists()
 
 
-def test_loop_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_tokenizer):
-    """Killed after step 3 (mid-epoch), resumed from state-3: the same weights after step 8 as a run that was
-    never interrupted, dropout included, across an epoch boundary."""
+def test_loop_resumes_exactly_like_an_uninterrupted_run(loop, tmp_path, word_tokenizer):
+    """Stopped after step 3 (mid-epoch), resumed from state-3: the same weights after step 8 as a run that was
+    never stopped, dropout included, across an epoch boundary."""
     features = _features(word_tokenizer)
-    uninterrupted = train_loop(
-        _model(), word_tokenizer, features, _args(tmp_path / "full", max_steps=8), MAX_TOKENS
-    )
-    killed = _args(tmp_path / "killed", max_steps=3)  # stands for a run killed after step 3
-    train_loop(_model(), word_tokenizer, features, killed, MAX_TOKENS)
-    resumed_args = _args(
-        tmp_path / "killed", max_steps=8, resume_from_checkpoint=str(tmp_path / "killed" / "state-3")
-    )
-    resumed = train_loop(_model(), word_tokenizer, features, resumed_args, MAX_TOKENS)
 
-    records = _records(tmp_path / "killed")
+    def run(folder, **settings):
+        args = loop.LoopArguments(output_dir=str(tmp_path / folder), **{**SETTINGS, **settings})
+        return loop.train_loop(_model(), word_tokenizer, features, args, MAX_TOKENS)
+
+    uninterrupted = run("full", max_steps=8, logging_steps=1)
+    run("stopped", max_steps=3, logging_steps=1)
+    resumed = run(
+        "stopped", max_steps=8, logging_steps=1, resume_from_checkpoint=str(tmp_path / "stopped/state-3")
+    )
+    records = _records(tmp_path / "stopped")
     assert [r["step"] for r in records] == list(range(1, 9))
     assert records[-1]["epoch"] > 1  # the run crossed an epoch boundary after resuming
     reference = AutoModelForSeq2SeqLM.from_pretrained(uninterrupted).state_dict()
@@ -154,81 +132,53 @@ def test_loop_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_
         torch.testing.assert_close(tensor, reference[name], atol=1e-6, rtol=1e-5, msg=name)
 
 
-def test_loop_stops_and_saves_when_its_time_budget_is_spent(tmp_path, word_tokenizer):
-    args = _args(tmp_path, max_steps=1000, save_steps=500)
-    final = train_loop(
-        _model(),
-        word_tokenizer,
-        _features(word_tokenizer),
-        args,
-        MAX_TOKENS,
-        RecipeArguments(max_train_minutes=1e-9),
-    )
-    assert [r["step"] for r in _records(tmp_path)] == [1]
-    assert (tmp_path / "state-1").is_dir() and (final / "model.safetensors").exists()
+def _train(translation_data, out, *options, processes=1):
+    """The script on the Multi30k fixture: 20 updates of a tiny model, no dropout (the processes would draw
+    other masks than one process), logged every 5 steps."""
+    script = [str(SCRIPTS / "train_accelerate.py"), "--task", "translation", *_tiny(translation_data),
+              "--config_overrides", '{"dropout": 0.0}', "--max_tokens", "200", "--max_steps", "20",
+              "--warmup_steps", "10", "--lr_scale", "0.2", "--logging_steps", "5", "--save_steps", "10",
+              "--use_cpu", "--output_dir", str(out), *options]  # fmt: skip
+    if processes > 1:
+        accelerate_launch("multi_gpu", *script)
+    else:
+        result = run_script_file(*script, cwd=out.parent, env={"OMP_NUM_THREADS": "1"})
+        assert result.returncode == 0, result.stderr[-4000:]
+    return _records(out)
 
 
-def test_loop_decays_over_its_clock_and_checkpoints_the_time_spent(tmp_path, word_tokenizer):
-    """With no warmup, the first update runs at the peak; the budget is spent by then, so the decay has
-    reached zero and the loop stops. The state folder holds the clock for a resume."""
-    args = _args(tmp_path, max_steps=1000, save_steps=500, warmup_steps=0, lr_scheduler_type="linear")
-    train_loop(
-        _model(),
-        word_tokenizer,
-        _features(word_tokenizer),
-        args,
-        MAX_TOKENS,
-        RecipeArguments(max_train_minutes=1e-9, decay_by_clock=True),
-    )
-    (record,) = _records(tmp_path)
-    assert record["step"] == 1 and record["learning_rate"] == pytest.approx(args.learning_rate)
-    clocks = [
-        torch.load(path, weights_only=True) for path in (tmp_path / "state-1").glob("custom_checkpoint_*")
-    ]
-    clock = next(state for state in clocks if "elapsed_seconds" in state)
-    assert clock["elapsed_seconds"] > 0 and clock["decay_from"] == 0.0
+def test_loop_on_two_cpu_processes_computes_what_one_process_accumulates(translation_data, tmp_path):
+    """Two gloo processes (each taking every other batch) against one process that accumulates two
+    consecutive batches per update: the same updates, if and only if the processes took different batches,
+    weighed every target token alike, averaged their gradients, and held the same weights all along. So: the
+    same loss log and the same final weights."""
+    two = _train(translation_data, tmp_path / "two", processes=2)
+    one = _train(translation_data, tmp_path / "one", "--gradient_accumulation_steps", "2")
+    assert [r["step"] for r in two] == [r["step"] for r in one] == [5, 10, 15, 20]
+    assert one[-1]["epoch"] <= 1.0  # within the first epoch, where both go through the batches alike
+    for sharded, accumulated in zip(two, one, strict=True):
+        assert sharded["loss"] == pytest.approx(accumulated["loss"], rel=1e-4)
+        assert sharded["epoch"] == pytest.approx(accumulated["epoch"], abs=0.05)
+    assert two[-1]["loss"] < two[0]["loss"] - 0.5, two
+    weights = [load_file(run / "final" / "model.safetensors") for run in (tmp_path / "two", tmp_path / "one")]
+    for name, tensor in weights[0].items():
+        torch.testing.assert_close(tensor, weights[1][name], atol=1e-5, rtol=1e-4, msg=name)
+    state = tmp_path / "two" / "state-20"
+    assert (state / "random_states_0.pkl").exists() and (state / "random_states_1.pkl").exists()
+    assert (tmp_path / "two" / "state-10").is_dir() and (tmp_path / "two" / LOSS_PLOT_NAME).exists()
 
 
-def test_both_loops_compute_the_same_update_under_gradient_accumulation(tmp_path, word_tokenizer):
-    """Micro-batches of different token counts, accumulated three to an update: both loops divide the summed
-    loss by the update's token count, so with plain SGD (the weights move by exactly the gradient times the
-    rate) they end with the same weights after every update, and log the same loss."""
-    features = _features(word_tokenizer)
-    settings = {
-        "gradient_accumulation_steps": 3,
-        "optim": "sgd",
-        "learning_rate": 0.5,
-        "lr_scheduler_type": "constant",
-        "warmup_steps": 0,
-        "max_grad_norm": 0.0,
-        "weight_decay": 0.0,
-        "max_steps": 3,
-        "logging_steps": 1,
-    }
-    model = _model(dropout=0.0)
-    TokenBudgetSeq2SeqTrainer(
-        model=model,
-        args=_args(tmp_path / "trainer", **settings),
-        train_dataset=features,
-        data_collator=build_seq2seq_collator(word_tokenizer, model=model),
-        max_tokens=MAX_TOKENS,
-        callbacks=[LossPlotCallback()],
-    ).train()
-    final = train_loop(
-        _model(dropout=0.0),
-        word_tokenizer,
-        features,
-        _args(tmp_path / "loop", **settings),
-        max_tokens=MAX_TOKENS,
-    )
-    loop_model = VanillaTransformerForConditionalGeneration.from_pretrained(final)
-    moved = 0.0
-    for (name, ours), theirs in zip(
-        loop_model.state_dict().items(), model.state_dict().values(), strict=True
-    ):
-        torch.testing.assert_close(ours, theirs, atol=1e-6, rtol=1e-5, msg=name)
-        moved = max(moved, float((ours - _model(dropout=0.0).state_dict()[name]).abs().max()))
-    assert moved > 1e-3  # the updates did move the weights
-    trainer_losses = [r["loss"] for r in _records(tmp_path / "trainer") if "loss" in r]
-    loop_losses = [r["loss"] for r in _records(tmp_path / "loop")]
-    assert loop_losses == pytest.approx(trainer_losses, rel=1e-5) and len(loop_losses) == 3
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (["--max_steps", "0"], "--max_steps must be at least 1, got 0."),
+        ([], "The loop batches by token budget: set --max_tokens"),
+    ],
+)
+def test_loop_refuses_what_it_cannot_train_in_one_line(translation_data, tmp_path, options, message):
+    script = [SCRIPTS / "train_accelerate.py", "--task", "translation", *_tiny(translation_data)]
+    max_tokens = [] if not options else ["--max_tokens", "200"]
+    result = run_script_file(*script, *max_tokens, *options, "--output_dir", tmp_path / "o", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
+    assert not (tmp_path / "o").exists()

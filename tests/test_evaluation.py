@@ -1,5 +1,8 @@
 """Evaluation: decoding settings per task, the series report breakdowns, and bad model locations."""
 
+import pytest
+import torch
+
 from hf_vanilla_transformer.tasks import TASKS
 
 
@@ -105,3 +108,23 @@ def test_series_exact_match_breaks_down_by_the_tutorials_length_limit():
         ("within 200 tutorial tokens", 2, 0.5),
         ("longer than 200 tutorial tokens", 1, 1.0),
     ]
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [
+        ("cuda", "--device cuda: this machine has no CUDA GPU; pass --device cpu."),
+        ("gpu7", "--device 'gpu7' is not a device: give cpu, cuda or cuda:N."),
+    ],
+)
+def test_evaluation_refuses_a_device_it_cannot_use(monkeypatch, device, message):
+    """Evaluation generates on the GPU where there is one (a WMT14 test set on the CPU takes hours); a device
+    the machine lacks is refused as the option is read, naming it."""
+    from hf_vanilla_transformer.errors import UsageError
+    from hf_vanilla_transformer.evaluation.generation import EvaluationArguments
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(UsageError) as refused:
+        EvaluationArguments(model="outputs/run/final", device=device)
+    assert str(refused.value) == message
+    assert EvaluationArguments(model="outputs/run/final", device="cpu").device == "cpu"

@@ -299,6 +299,15 @@ def test_loss_is_label_smoothed_cross_entropy(padded_batch, tiny_model):
     assert shift_tokens_right(labels, 0, 1).tolist() == [[1, 5, 6, 7], [1, 8, 9, 2], [1, 10, 2, 0]]
 
 
+def test_loss_takes_labels_that_are_not_contiguous(padded_batch, tiny_model):
+    """A slice of a wider tensor, as other models' losses take it; `view` would refuse it."""
+    wide = torch.tensor([[5, 6, 7, 2, 9, 9], [8, 9, 2, -100, 9, 9], [10, 2, -100, -100, 9, 9]])
+    labels = wide[:, :4]
+    assert not labels.is_contiguous()
+    loss = tiny_model(**padded_batch, labels=labels).loss
+    torch.testing.assert_close(loss, tiny_model(**padded_batch, labels=labels.contiguous()).loss)
+
+
 def test_loss_under_gradient_accumulation_equals_full_batch(padded_batch, tiny_model):
     """Two micro-batches with `num_items_in_batch` give the full batch's loss and gradient, although
     they hold different numbers of target tokens (a plain mean of means would not)."""

@@ -1,5 +1,6 @@
-"""The training scripts end to end on the committed Multi30k fixture, both from the paper's Multi30k recipe:
-the Trainer script (one process) and the Accelerate loop on two CPU processes (gloo)."""
+"""The Trainer script and the tools that read its runs, end to end on the committed Multi30k fixture
+(`translation_data` in conftest.py), from the paper's Multi30k recipe; several processes are in
+test_scale_out.py, the plain Accelerate loop in test_accelerate_loop.py."""
 
 import json
 import os
@@ -11,32 +12,14 @@ from pathlib import Path
 import datasets
 import pytest
 import torch
-from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM
 
-from hf_vanilla_transformer.data.translation import load_parallel_text
-from hf_vanilla_transformer.tokenization import train_translation_tokenizer
 from hf_vanilla_transformer.training import LOSS_LOG_NAME, LOSS_PLOT_NAME, paper_peak_learning_rate
 
 from .script_runner import run_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
-
-
-@pytest.fixture(scope="module")
-def translation_data(tmp_path_factory):
-    """The fixture corpus as a saved DatasetDict, and a small joint BPE tokenizer trained on it."""
-    folder = tmp_path_factory.mktemp("multi30k")
-    load_parallel_text(FIXTURE, "de", "en").save_to_disk(folder / "data")
-    train_translation_tokenizer(
-        [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"],
-        vocab_size=400,
-        show_progress=False,
-        model_max_length=128,
-        output_dir=folder / "tokenizer",
-    )
-    return folder
 
 
 def _run(args, cwd, timeout=600):
@@ -215,7 +198,6 @@ def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
     """The series branch: exact match and symbolic equivalence, and the three breakdowns of exact match, each
     covering every example (an untrained model with a digit-level tokenizer; the numbers are not the point).
     """
-    import torch
 
     from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
     from hf_vanilla_transformer.saving import save_model_folder
@@ -289,59 +271,7 @@ def test_plot_attention_script_draws_png(trained_run, tmp_path):
     assert f"decoder layer {layers} of {layers}: Ein Hund läuft." in result.stdout
 
 
-def _train_accelerate(translation_data, out, *options, processes=1):
-    """The paper's Multi30k recipe through the Accelerate loop: 20 updates on the fixture, no dropout (the
-    processes would draw different masks from a single process), logged every 5 steps. The recipe's time
-    budget stays on: the processes agree after every update whether it is spent."""
-    launcher = ["-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", str(processes),
-                "--num_machines", "1", "--mixed_precision", "no", "--dynamo_backend", "no"]  # fmt: skip
-    _run([sys.executable, *(launcher if processes > 1 else []), str(ROOT / "scripts" / "train_accelerate.py"),
-          str(RECIPE), *_tiny(translation_data), "--config_overrides", '{"dropout": 0.0}',
-          "--max_tokens", "200", "--max_steps", "20", "--warmup_steps", "10", "--lr_scale", "0.2",
-          "--logging_steps", "5", "--save_steps", "10", "--use_cpu", "--output_dir", str(out), *options],
-         cwd=out.parent)  # fmt: skip
-    return [json.loads(line) for line in (out / LOSS_LOG_NAME).read_text().splitlines()]
-
-
-def test_accelerate_two_cpu_processes_shard_data_and_agree(translation_data, tmp_path):
-    """Two gloo processes (each taking every other batch) against one process that accumulates the gradients
-    of two consecutive batches per update: the same updates, if and only if the processes took different
-    batches, averaged their gradients, and held the same weights all along (each process's gradient is taken
-    at its own weights). So: the same loss log and the same final weights."""
-    two = _train_accelerate(translation_data, tmp_path / "two", processes=2)
-    one = _train_accelerate(translation_data, tmp_path / "one", "--gradient_accumulation_steps", "2")
-    assert [r["step"] for r in two] == [r["step"] for r in one] == [5, 10, 15, 20]
-    # Within the first epoch, where both runs go through the batches in the same order.
-    assert one[-1]["epoch"] <= 1.0
-    for sharded, accumulated in zip(two, one, strict=True):
-        assert sharded["loss"] == pytest.approx(accumulated["loss"], rel=1e-4)
-        assert sharded["epoch"] == pytest.approx(accumulated["epoch"], abs=0.05)
-    assert two[-1]["loss"] < two[0]["loss"] - 0.5, two
-    weights = [load_file(run / "final" / "model.safetensors") for run in (tmp_path / "two", tmp_path / "one")]
-    for name, tensor in weights[0].items():
-        torch.testing.assert_close(tensor, weights[1][name], atol=1e-5, rtol=1e-4, msg=name)
-    state = tmp_path / "two" / "state-20"
-    assert (state / "random_states_0.pkl").exists() and (state / "random_states_1.pkl").exists()
-    assert (tmp_path / "two" / "state-10").is_dir() and (tmp_path / "two" / LOSS_PLOT_NAME).exists()
-    assert (tmp_path / "two" / "final" / "pipeline_seq2seq.py").exists()
-
-
-def test_accelerate_loop_refuses_the_trainers_options_it_would_ignore(translation_data, tmp_path):
-    options = [str(RECIPE), *_tiny(translation_data), "--max_tokens", "200"]
-    options += ["--output_dir", str(tmp_path / "o")]
-    result = run_script_file(
-        ROOT / "scripts" / "train_accelerate.py", *options, "--gradient_checkpointing", "true",
-        "--torch_compile", "true", cwd=tmp_path,
-    )  # fmt: skip
-    assert result.returncode == 2 and "Traceback" not in result.stderr
-    assert result.stderr.strip().splitlines()[-1] == (
-        "error: The Accelerate loop does not do --gradient_checkpointing, --torch_compile: drop them, or "
-        "train with scripts/train.py (the Trainer does)."
-    )
-    assert not (tmp_path / "o").exists()
-
-
-@pytest.mark.parametrize("name", ["multi_gpu", "fsdp", "multi_node"])
+@pytest.mark.parametrize("name", ["multi_gpu", "fsdp", "multi_node", "deepspeed_zero2", "deepspeed_zero3"])
 def test_shipped_accelerate_configs_load(name):
     from accelerate.commands.config.config_args import ClusterConfig
 

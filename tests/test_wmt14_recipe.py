@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from datasets import Dataset, Features, Translation
 from transformers import HfArgumentParser
 
@@ -76,6 +77,39 @@ def test_gpu_time_estimate_is_calibrated_on_the_papers_runs():
     assert "not measurements" in table and "63M" in table and "214M" in table
     fixed = {row["preset"]: row for row in gpu_estimate.estimate(37_000, 0.5)}
     assert fixed["transformer-base"]["assumed_utilisation"] == 0.5
+
+    # --scale_out: the per-GPU budget is the recipes'; a step's memory grows with its tokens.
+    for size in PAPER:
+        recipe = yaml.safe_load((RECIPES / f"wmt14_en_de_{size}.yaml").read_text())
+        assert recipe["max_tokens"] == gpu_estimate.RECIPE_MAX_TOKENS
+    small, large = (
+        gpu_estimate.training_step_memory("transformer-tiny", 400, tokens) for tokens in (200, 400)
+    )
+    assert (small["tokens"], large["tokens"]) == (200, 400)
+    assert 1.8 < large["activations"] / small["activations"] < 2.1
+    assert large["peak"] >= large["activations"] + large["temporaries"]
+    # The arithmetic around it, with the count stubbed (the real one takes a minute for the paper's models).
+    counted = []
+
+    def step_memory(preset, vocab_size, tokens):
+        counted.append((preset, tokens))
+        return {"peak": 1e9, "activations": 6e8, "temporaries": 2e8}
+
+    scale = gpu_estimate.scale_out(37_000, None, step_memory=step_memory)
+    assert counted == [
+        (preset, t) for preset in ("transformer-base", "transformer-big") for t in (3500, 1750)
+    ]
+    for one, two in zip(scale[::2], scale[1::2], strict=True):
+        assert (one["config"], two["config"]) == ("multi_gpu.yaml", "multi_node.yaml")
+        assert one["tokens_per_step"] == two["tokens_per_step"] == 28_000  # the paper's ~25,000 real tokens
+        assert one["gradient_bytes"] == 4 * one["parameters"] and not one["inter_node_seconds"]
+        assert one["peak_bytes"] == 1e9 + 12 * one["parameters"]  # Adam's moments and DDP's buckets besides
+        for gpu in gpu_estimate.SCALE_GPUS:
+            assert two["step_seconds"][gpu] == pytest.approx(one["step_seconds"][gpu] / 2)
+        # Between two nodes every byte of the gradients crosses at least once.
+        assert two["inter_node_seconds"]["1 x 100 Gb/s"] == pytest.approx(one["gradient_bytes"] / 12.5e9)
+    table = gpu_estimate.format_scale_table(scale)
+    assert "not measurements" in table and "`multi_node.yaml`" in table and "1,750 (28,000)" in table
 
 
 def _write_wmt14_schema(folder: Path) -> Path:

@@ -55,6 +55,18 @@ class EvaluationArguments:
     show_examples: int = field(
         default=5, metadata={"help": "How many predictions to print next to references."}
     )
+    device: str = field(
+        default="cuda" if torch.cuda.is_available() else "cpu",
+        metadata={"help": "Where to generate: cuda (the default where there is a GPU), cuda:1, cpu, ..."},
+    )
+
+    def __post_init__(self):
+        try:
+            device = torch.device(self.device)
+        except RuntimeError as error:
+            raise UsageError(f"--device {self.device!r} is not a device: give cpu, cuda or cuda:N.") from error
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise UsageError(f"--device {self.device}: this machine has no CUDA GPU; pass --device cpu.")
 
 
 # §6.1: "maximum output length to input length + 50".
@@ -168,6 +180,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         check_report_path(report_path(eval_args, generation, subset_size), eval_args.overwrite)
     check_model_task(AutoConfig.from_pretrained(eval_args.model), eval_args.model, data_args.task)
     model, tokenizer = load_model_folder(eval_args.model)
+    model.to(eval_args.device)
     generation = generation_settings(eval_args, task, model.generation_config)
     output_file = report_path(eval_args, generation, subset_size)
     check_report_path(output_file, eval_args.overwrite)

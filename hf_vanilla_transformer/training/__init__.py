@@ -1,9 +1,11 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
 `batching` (token-budget batches), `logs` (loss log and curves), `budget` (training by the clock),
-`averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses and files, and what both
-loops build from them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
-token-budget batches), `tied_weights_warning` (the resume warning about tied copies, silenced) and
-`accelerate_loop` (the same recipe in a plain Accelerate loop). Their public names are importable from here.
+`averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses and files, and what training
+builds from them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
+token-budget batches, with full weights gathered under FSDP and DeepSpeed) and `tied_weights_warning` (the
+resume warning about tied copies, silenced). Their public names are importable from here. The Trainer is
+the package's one training engine; `scripts/train_accelerate.py` is a plain loop for users who write
+their own.
 
 What comes from libraries: the optimizer (Adam in `Seq2SeqTrainingArguments`), the warmup + inverse
 square-root schedule (transformers' `inverse_sqrt`), label smoothing (`torch.nn.functional.cross_entropy`,
@@ -14,7 +16,6 @@ because no well-kept library offers it for the Trainer: batches filled up to a t
 (§6.1).
 """
 
-from .accelerate_loop import create_optimizer, create_scheduler, run_accelerate_training, train_loop
 from .arguments import (
     RECIPE_SUFFIXES,
     TASK_METRIC,
@@ -41,10 +42,18 @@ from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
 from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
 from .tied_weights_warning import TiedKeysWarningFilter
-from .trainer import TokenBudgetSeq2SeqTrainer, build_trainer, run_training
+from .trainer import (
+    FullWeightsCallback,
+    TokenBudgetSeq2SeqTrainer,
+    build_trainer,
+    gathered_model,
+    run_training,
+    without_tied_copies,
+)
 
 __all__ = [
     "BATCH_ORDERS",
+    "FullWeightsCallback",
     "LOSS_LOG_NAME",
     "LOSS_PLOT_NAME",
     "RECIPE_SUFFIXES",
@@ -65,10 +74,9 @@ __all__ = [
     "build_trainer",
     "build_model",
     "clock_linear_schedule",
-    "create_optimizer",
-    "create_scheduler",
     "example_lengths",
     "example_sizes",
+    "gathered_model",
     "token_budget_sampler",
     "last_checkpoints",
     "load_config_overrides",
@@ -78,8 +86,7 @@ __all__ = [
     "parse_recipe_and_args",
     "plot_loss_curves",
     "prepare_training",
-    "run_accelerate_training",
     "run_training",
     "set_paper_learning_rate",
-    "train_loop",
+    "without_tied_copies",
 ]

@@ -1,5 +1,5 @@
 """A training recipe: the argument dataclasses (model, recipe and the paper's Trainer defaults; the data's are
-`tasks.DataArguments`), recipe files, and what both loops build from them (tokenizer, data, seeded model,
+`tasks.DataArguments`), recipe files, and what training builds from them (tokenizer, data, seeded model,
 eq. 3 learning rate)."""
 
 from __future__ import annotations
@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import logging
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -16,6 +17,7 @@ from pathlib import Path
 import torch
 import yaml
 from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments, set_seed
+from transformers.training_args import ParallelMode
 
 from ..cli import check_folder_location, option_suggestion, parse_dataclasses
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
@@ -54,8 +56,8 @@ class ModelArguments:
             raise UsageError(f"Unknown --preset {self.preset!r}; available presets: {', '.join(PRESETS)}.")
 
 
-# What a training run writes into its output_dir (both loops): an earlier run's files are not trained over
-# unasked (`RecipeArguments.check_output_dir`).
+# What a training run writes into its output_dir (the Trainer's checkpoints, the plain loop's states): an
+# earlier run's files are not trained over unasked (`RecipeArguments.check_output_dir`).
 RUN_FILES = ("checkpoint-*", "state-*", "final", LOSS_LOG_NAME, LOSS_PLOT_NAME)
 
 
@@ -155,7 +157,7 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (§5.3): Adam with betas (0.9, 0.98)
     and eps 1e-9 (torch's AdamW with no weight decay is Adam), no gradient clipping, linear warmup then
     inverse square-root decay over 4000 warmup steps; plus generation during evaluation so the task metric
-    can pick the best checkpoint. Both training loops read these fields."""
+    can pick the best checkpoint."""
 
     output_dir: str | None = field(
         default="outputs/run", metadata={"help": "Where checkpoints, logs and the final model go."}
@@ -193,10 +195,7 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     )
     resume_from_checkpoint: str | None = field(
         default=None,
-        metadata={
-            "help": "Continue a run from a checkpoint-<step> folder (train.py) or a state-<step> folder "
-            "(train_accelerate.py)."
-        },
+        metadata={"help": "Continue a run from one of its checkpoint-<step> folders."},
     )
     dataloader_pin_memory: bool = field(
         default=torch.cuda.is_available(),
@@ -297,19 +296,34 @@ def set_paper_learning_rate(
     return training_args.learning_rate
 
 
+def check_processes_train_together(training_args: Seq2SeqTrainingArguments) -> None:
+    """Refuse a launch of several processes that would not train as one. On a machine without GPUs,
+    `accelerate launch` (or torchrun) starts the processes, but unless `use_cpu` reaches the Trainer each
+    of them trains the whole model on all the data alone, and all of them write into the same output_dir."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    alone = training_args.parallel_mode in (ParallelMode.NOT_PARALLEL, ParallelMode.NOT_DISTRIBUTED)
+    if launched > 1 and alone:
+        raise UsageError(
+            f"Launched as {launched} processes, but they would not train together: each would train alone on "
+            "all the data, into the same output_dir. On a machine without GPUs pass --use_cpu true (the "
+            "processes then train as one, over gloo)."
+        )
+
+
 def prepare_training(
     model_args: ModelArguments,
     data_args: DataArguments,
     recipe_args: RecipeArguments,
     training_args: PaperSeq2SeqTrainingArguments,
 ):
-    """What both training loops start from: the tokenizer, the tokenized splits, and the model, built after
+    """What training starts from: the tokenizer, the tokenized splits, and the model, built after
     seeding with `training_args.seed` so that a recipe's seed fixes the initial weights too; sets the
     learning rate by eq. 3 (`set_paper_learning_rate`)."""
     from transformers import AutoTokenizer
 
     from ..saving import check_tokenizer_location
 
+    check_processes_train_together(training_args)
     recipe_args.check(training_args)
     recipe_args.check_output_dir(training_args)
     if not data_args.tokenizer:

@@ -1,5 +1,5 @@
-"""Batches filled up to a token budget (fairseq's `--max-tokens`, how the paper batched, §5.1), for both
-training loops. Written here because no well-kept library offers it for the Trainer."""
+"""Batches filled up to a token budget (fairseq's `--max-tokens`, how the paper batched, §5.1), for the
+Trainer and the plain loop. Written here because no well-kept library offers it for the Trainer."""
 
 from __future__ import annotations
 

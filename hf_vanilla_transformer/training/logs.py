@@ -19,8 +19,9 @@ LOSS_LOG_NAME = "loss_log.jsonl"
 class LossLog:
     """The log of a run folder: one JSON record per logging event appended to `loss_log.jsonl`, e.g.
     `{"step": 50, "loss": 5.1, "learning_rate": 0.0012, "epoch": 0.4}` or `{"step": 200, "eval_loss": 4.2,
-    "eval_bleu": 9.8}`, and the loss curves drawn from it into `loss_curves.png`. Both training loops write
-    through it (the Trainer through `LossPlotCallback`), so their logs read alike. Call it on one process."""
+    "eval_bleu": 9.8}`, and the loss curves drawn from it into `loss_curves.png`. The Trainer and the plain
+    loop write through it (the Trainer through `LossPlotCallback`), so their logs read alike. Call it on one
+    process."""
 
     def __init__(self, output_dir: str | Path):
         self.folder = Path(output_dir)

@@ -1,6 +1,7 @@
 """`run_training`: the recipe on `Seq2SeqTrainer` (what `scripts/train.py` runs); `build_trainer`, the Trainer
-it runs, also for measuring it (`hf_vanilla_transformer.benchmarks.training_profile`); and
-`TokenBudgetSeq2SeqTrainer`, the Trainer subclass both use."""
+it runs, also for measuring it (`hf_vanilla_transformer.benchmarks.training_profile`);
+`TokenBudgetSeq2SeqTrainer`, the Trainer subclass both use; and `gathered_model` and `FullWeightsCallback`,
+which give a run sharded by FSDP or DeepSpeed full weights in its checkpoints and final folder."""
 
 from __future__ import annotations
 
@@ -8,7 +9,10 @@ import logging
 from pathlib import Path
 
 import torch
-from transformers import ProgressCallback, Seq2SeqTrainer
+from accelerate import Accelerator
+from accelerate.utils import DistributedType
+from transformers import PreTrainedModel, ProgressCallback, Seq2SeqTrainer, TrainerCallback
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 
 from ..data.preprocessing import build_seq2seq_collator
 from ..tasks import DataArguments, make_compute_metrics
@@ -71,6 +75,13 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         finally:
             trainer_logger.removeFilter(quiet)
 
+    def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
+        # Under FSDP and DeepSpeed the Trainer saves weights gathered from the shards, one tensor per name:
+        # the tied copies no longer share storage, so `save_pretrained` would write each of them.
+        if state_dict is not None:
+            state_dict = without_tied_copies(state_dict, self.accelerator.unwrap_model(self.model))
+        super()._save(output_dir, state_dict=state_dict)
+
     def _get_train_sampler(self, train_dataset=None):
         if self.max_tokens is None:
             return super()._get_train_sampler(train_dataset)
@@ -84,6 +95,66 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
             num_replicas=self.args.world_size,
             rank=self.args.process_index,
         )
+
+
+def without_tied_copies(state_dict: dict, model: PreTrainedModel) -> dict:
+    """`state_dict` without the names `model` ties to another (`all_tied_weights_keys`, target: source), so
+    that a gathered state dict is saved with one matrix per tie, as `save_pretrained` saves a plain model."""
+    tied = getattr(model, "all_tied_weights_keys", None) or {}
+    return {
+        name: value for name, value in state_dict.items() if not (name in tied and tied[name] in state_dict)
+    }
+
+
+def gathered_model(accelerator: Accelerator, model: torch.nn.Module) -> PreTrainedModel | None:
+    """The trained model with all of its weights on the main process, `None` on the others.
+
+    Under FSDP or DeepSpeed every process holds a shard: Accelerate gathers the full weights (a collective
+    that every process must join) and they are loaded into a plain copy of the model, tied as a fresh model
+    is. Otherwise it is the unwrapped model itself."""
+    unwrapped = accelerator.unwrap_model(model)
+    if accelerator.distributed_type not in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        return unwrapped if accelerator.is_main_process else None
+    state_dict = accelerator.get_state_dict(model)
+    if not accelerator.is_main_process:
+        return None
+    plain = type(unwrapped)(unwrapped.config)
+    missing, unexpected = plain.load_state_dict(without_tied_copies(state_dict, plain), strict=False)
+    if unexpected or set(missing) - set(plain.all_tied_weights_keys):
+        raise RuntimeError(
+            f"Gathered weights do not fit the model: missing {missing}, unexpected {unexpected}"
+        )
+    plain.tie_weights()
+    return plain
+
+
+def sharded_checkpoints(accelerator: Accelerator) -> bool:
+    """Whether the Trainer writes checkpoints as FSDP shards, with no model file beside them."""
+    if accelerator.distributed_type != DistributedType.FSDP:
+        return False
+    return "SHARDED_STATE_DICT" in str(accelerator.state.fsdp_plugin.state_dict_type)
+
+
+class FullWeightsCallback(TrainerCallback):
+    """Under FSDP with sharded checkpoints (`fsdp.yaml`) the Trainer saves each checkpoint as shards, which it
+    resumes from, and no model file. This adds the gathered weights, config and tokenizer
+    (`save_model_folder`), so that every checkpoint also loads with `from_pretrained` and can be averaged
+    (§6.1). Sharded rather than full checkpoints, because torch's loader of a full FSDP2 state dict keys the
+    matrix that the three embeddings share by one of its names only, and refuses the others on resume."""
+
+    def __init__(self, trainer):
+        self.trainer = trainer
+
+    def on_save(self, args, state, control, **kwargs):
+        from ..saving import save_model_folder
+
+        accelerator = self.trainer.accelerator
+        if not sharded_checkpoints(accelerator):
+            return
+        model = gathered_model(accelerator, self.trainer.model_wrapped)  # every process takes part
+        if model is not None:
+            checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+            save_model_folder(model, self.trainer.processing_class, checkpoint)
 
 
 def build_trainer(
@@ -121,6 +192,7 @@ def build_trainer(
         clock_decay=budget if recipe_args.decay_by_clock else None,
         max_warmup_fraction=recipe_args.max_warmup_fraction,
     )
+    trainer.add_callback(FullWeightsCallback(trainer))
     if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(
@@ -143,6 +215,7 @@ def run_training(
     trainer = build_trainer(model_args, data_args, recipe_args, training_args)
     trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
     final = Path(training_args.output_dir) / "final"
-    if trainer.is_world_process_zero():
-        save_model_folder(trainer.model, trainer.processing_class, final)
+    model = gathered_model(trainer.accelerator, trainer.model_wrapped)
+    if model is not None:
+        save_model_folder(model, trainer.processing_class, final)
     return trainer, final

@@ -10,7 +10,7 @@ option, recipe files) is `scripts/train.py`, the Trainer, the package's training
     # continue from a saved training state
     python scripts/train_accelerate.py ... --output_dir outputs/acc \
         --resume_from_checkpoint outputs/acc/state-1000
-    # two CPU processes over gloo; on GPUs drop --use_cpu (or use any accelerate config)
+    # two CPU processes over gloo; on GPUs drop --use_cpu (or use multi_gpu.yaml, multi_node.yaml: DDP)
     accelerate launch --multi_gpu --num_processes 2 scripts/train_accelerate.py ... --use_cpu
 
 The loss of an update is normalised by the target tokens of the whole update, over its micro-batches and
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.utils import set_seed
+from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
 from transformers import AutoTokenizer, get_scheduler
 from transformers.trainer_utils import rotate_checkpoints
@@ -75,7 +75,9 @@ class LoopArguments:
     seed: int = field(
         default=42, metadata={"help": "Seeds the model's initial weights, batches and dropout."}
     )
-    mixed_precision: str = field(default="no", metadata={"help": "no, fp16 or bf16."})
+    mixed_precision: str | None = field(
+        default=None, metadata={"help": "no, fp16 or bf16; by default the accelerate config's."}
+    )
     use_cpu: bool = field(
         default=False, metadata={"help": "Train on the CPU (several processes: over gloo)."}
     )
@@ -114,6 +116,12 @@ def train_loop(model, tokenizer, train_dataset, args: LoopArguments, max_tokens:
     averages the gradients, so all processes hold the same weights after every update. Only the main process
     writes the log and the final folder."""
     accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.use_cpu)
+    if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
+        # This loop saves the model from the main process alone, which holds all of it only under DDP.
+        raise UsageError(
+            f"This loop trains with DDP, not {accelerator.distributed_type.value}: launch it with "
+            "multi_gpu.yaml or multi_node.yaml, or train with scripts/train.py."
+        )
     set_seed(args.seed)
     output_dir = Path(args.output_dir)
     sampler = token_budget_sampler(train_dataset, max_tokens, seed=args.seed, **batching)

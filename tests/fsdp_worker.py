@@ -13,6 +13,8 @@ process writes what the test checks to `<output_dir>/rank-<i>.json`.
 
     accelerate launch --config_file scripts/accelerate_configs/fsdp.yaml --num_processes 2 \
         --mixed_precision no tests/fsdp_worker.py OUTPUT_DIR
+
+With `--marian` after OUTPUT_DIR it wraps transformers' `MarianMTModel` instead and reports how that went.
 """
 
 import json
@@ -140,5 +142,32 @@ def main(output_dir: Path) -> None:
     accelerator.end_training()
 
 
+def marian(output_dir: Path) -> None:
+    """The same wrapping of `MarianMTModel` at the same size, for comparison: each process writes how its
+    first training step went to `<output_dir>/marian-rank-<i>.json`."""
+    from transformers import MarianConfig, MarianMTModel
+
+    output_dir.mkdir(parents=True, exist_ok=True)
+    accelerator = Accelerator(cpu=True)
+    accelerator.state.fsdp_plugin = FullyShardedDataParallelPlugin(
+        transformer_cls_names_to_wrap=["MarianEncoderLayer", "MarianDecoderLayer"]
+    )
+    accelerator.state.distributed_type = DistributedType.FSDP
+    torch.manual_seed(0)
+    sizes = {"d_model": 32, "encoder_layers": 2, "decoder_layers": 2, "encoder_ffn_dim": 64}
+    sizes |= {"decoder_ffn_dim": 64, "encoder_attention_heads": 4, "decoder_attention_heads": 4}
+    config = MarianConfig(vocab_size=40, pad_token_id=0, decoder_start_token_id=0, **sizes)
+    try:
+        model = fsdp2_prepare_model(accelerator, MarianMTModel(config))
+        batch = global_batch(config.vocab_size)
+        model(**batch).loss.backward()
+        outcome = "trained"
+    except Exception as error:  # what fails, and where, is the result
+        outcome = f"{type(error).__name__}: {error}"
+    path = output_dir / f"marian-rank-{accelerator.process_index}.json"
+    path.write_text(json.dumps({"outcome": outcome}))
+    print(f"MarianMTModel, process {accelerator.process_index}: {outcome}")
+
+
 if __name__ == "__main__":
-    main(Path(sys.argv[1]))
+    (marian if sys.argv[2:] == ["--marian"] else main)(Path(sys.argv[1]))

@@ -393,3 +393,23 @@ def test_seq2seq_trainer_runs_two_steps(tmp_path, tiny_model, word_tokenizer):
     assert result.global_step == 2 and torch.isfinite(torch.tensor(result.training_loss))
     assert not torch.equal(before, tiny_model.model.shared.weight)
     assert trainer.model_accepts_loss_kwargs  # so it passes num_items_in_batch
+
+
+@pytest.mark.parametrize("layout", EMBEDDING_LAYOUTS)
+def test_one_shared_vocabulary_is_one_module_built_loaded_or_resized(tmp_path, layout):
+    """Where the stacks share one vocabulary, their `embed_tokens` are the `shared` module itself once
+    built, loaded or resized: a sharding engine that wraps the input embeddings then wraps every holder of
+    the matrix (tests/test_scale_out.py trains it under FSDP2). Separate vocabularies stay two modules."""
+    config = tiny_config(**EMBEDDING_LAYOUTS[layout])
+    torch.manual_seed(0)
+    built = VanillaTransformerForConditionalGeneration(config)
+    built.save_pretrained(tmp_path)
+    loaded = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path)
+    resized = VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path)
+    resized.resize_token_embeddings(config.vocab_size + 8)
+    for model in (built, loaded, resized):
+        base = model.model
+        shared = config.share_encoder_decoder_embeddings
+        assert (base.encoder.embed_tokens is base.decoder.embed_tokens) == shared
+        if shared:
+            assert base.encoder.embed_tokens is base.shared and base.get_input_embeddings() is base.shared

@@ -191,7 +191,7 @@ def test_multi30k_recipe_script_refuses_a_missing_recipe_before_any_step(tmp_pat
 
 
 def test_every_option_has_help():
-    """`--help` of both training scripts explains every option, including those the paper's recipe
+    """`--help` of the training script explains every option, including those the paper's recipe
     redefines (a redefined dataclass field loses its parent's help)."""
     for dtype in TRAINING_ARGUMENTS:
         missing = [f.name for f in fields(dtype) if f.init and not f.metadata.get("help")]

@@ -6,6 +6,7 @@ shipped `fsdp.yaml`."""
 import json
 import os
 import shutil
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -133,7 +134,10 @@ def test_trainer_on_two_machines_of_one_process_each_agrees(two_processes, trans
     on the loopback address through the static rendezvous. They train as the two processes of one machine
     do."""
     out = tmp_path / "run"
-    launcher = ["--num_machines", "2", "--main_process_ip", "127.0.0.1", "--main_process_port", "29517"]
+    with socket.socket() as probe:  # a free port for the rendezvous, which both launchers must be told
+        probe.bind(("127.0.0.1", 0))
+        port = str(probe.getsockname()[1])
+    launcher = ["--num_machines", "2", "--main_process_ip", "127.0.0.1", "--main_process_port", port]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     training = _training(translation_data, out)
     machines = [
@@ -159,7 +163,8 @@ def test_trainer_on_two_machines_of_one_process_each_agrees(two_processes, trans
 def test_a_launch_whose_processes_would_train_alone_is_refused(translation_data, tmp_path):
     """Without --use_cpu on a machine without GPUs, the Trainer would not shard: each process would train
     alone into the same folder. Refused in one line, before anything is written."""
-    options = [o for o in _training(translation_data, tmp_path / "run") if o not in ("--use_cpu", "true")]
+    options = _training(translation_data, tmp_path / "run")
+    del options[options.index("--use_cpu") : options.index("--use_cpu") + 2]
     result = accelerate_launch("multi_gpu", *options, check=False)
     assert result.returncode != 0
     lines = [line for line in result.stderr.splitlines() if line.startswith("error: ")]

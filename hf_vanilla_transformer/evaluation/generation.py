@@ -64,7 +64,8 @@ class EvaluationArguments:
         try:
             device = torch.device(self.device)
         except RuntimeError as error:
-            raise UsageError(f"--device {self.device!r} is not a device: give cpu, cuda or cuda:N.") from error
+            message = f"--device {self.device!r} is not a device: give cpu, cuda or cuda:N."
+            raise UsageError(message) from error
         if device.type == "cuda" and not torch.cuda.is_available():
             raise UsageError(f"--device {self.device}: this machine has no CUDA GPU; pass --device cpu.")
 

@@ -5,6 +5,7 @@ which give a run sharded by FSDP or DeepSpeed full weights in its checkpoints an
 
 from __future__ import annotations
 
+import copy
 import logging
 from pathlib import Path
 
@@ -111,21 +112,30 @@ def gathered_model(accelerator: Accelerator, model: torch.nn.Module) -> PreTrain
 
     Under FSDP or DeepSpeed every process holds a shard: Accelerate gathers the full weights (a collective
     that every process must join) and they are loaded into a plain copy of the model, tied as a fresh model
-    is. Otherwise it is the unwrapped model itself."""
-    unwrapped = accelerator.unwrap_model(model)
+    is, with the trained model's generation config. Otherwise it is the unwrapped model itself."""
+    unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False)
     if accelerator.distributed_type not in (DistributedType.FSDP, DistributedType.DEEPSPEED):
         return unwrapped if accelerator.is_main_process else None
     state_dict = accelerator.get_state_dict(model)
     if not accelerator.is_main_process:
         return None
-    plain = type(unwrapped)(unwrapped.config)
+    with torch.random.fork_rng(devices=[]):  # its random start, overwritten, draws nothing from training's
+        plain = _model_class(unwrapped)(unwrapped.config)
     missing, unexpected = plain.load_state_dict(without_tied_copies(state_dict, plain), strict=False)
     if unexpected or set(missing) - set(plain.all_tied_weights_keys):
         raise RuntimeError(
             f"Gathered weights do not fit the model: missing {missing}, unexpected {unexpected}"
         )
     plain.tie_weights()
+    plain.generation_config = copy.deepcopy(unwrapped.generation_config)
     return plain
+
+
+def _model_class(model: PreTrainedModel) -> type[PreTrainedModel]:
+    """The model's own class: FSDP2 makes a wrapped model an instance of a class derived from it."""
+    from torch.distributed.fsdp import FSDPModule
+
+    return next(cls for cls in type(model).__mro__ if not issubclass(cls, FSDPModule))
 
 
 def sharded_checkpoints(accelerator: Accelerator) -> bool:

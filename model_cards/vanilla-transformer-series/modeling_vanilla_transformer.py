@@ -515,8 +515,9 @@ class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
     """What encoder and decoder share: token embeddings, positions, the layer stack, and the final LayerNorm
     that pre-LN needs (the residual stream is otherwise never normalised).
 
-    Each stack owns its `embed_tokens`; when the vocabulary is shared (§3.4), [`VanillaTransformerModel`] ties
-    their weights to its `shared` matrix, as Marian does.
+    Each stack builds its `embed_tokens`; when the vocabulary is shared (§3.4), [`VanillaTransformerModel`]
+    ties their weights to its `shared` matrix, as Marian does, and then makes them that module
+    (`tie_weights`).
     """
 
     def __init__(
@@ -714,8 +715,9 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         super().__init__(config)
         if config.share_encoder_decoder_embeddings:
             # §3.4: one embedding matrix for both stacks, tied into each stack's `embed_tokens` as a
-            # parameter, not as a shared module, as Marian ties it: `from_pretrained` builds the model untied,
-            # loads, then ties, so that a checkpoint without this matrix is reported missing.
+            # parameter first, as Marian ties it: `from_pretrained` builds the model untied, loads, then ties
+            # (and joins the modules, `tie_weights`), so that a checkpoint without this matrix is reported
+            # missing.
             self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
             self._tied_weights_keys = {
                 "encoder.embed_tokens.weight": "shared.weight",

@@ -34,6 +34,10 @@ def main() -> None:
     trainer, final = run_training(model_args, data_args, recipe_args, training_args)
     if trainer.is_world_process_zero():
         print(f"Saved the trained model to {final}")
+    # Under `accelerate launch` the processes leave together and take down their process group first: a
+    # process that exits while another still saves can abort in torch's communication threads at shutdown.
+    trainer.accelerator.wait_for_everyone()
+    trainer.accelerator.end_training()
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""What every script does on its way in and out: unknown options answered with the closest real one, and a
+"""The command line, the package's top layer (only scripts import it): every script's parser, recipe files
+read into it (`parse_recipe_and_args`), unknown options answered with the closest real one, and a
 user's mistake (a missing folder, a bad split, a configuration that cannot work, corrupt weights, empty data)
 ended with its message and exit status 2 instead of a traceback.
 
@@ -12,15 +13,18 @@ traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1` shows the traceback of user errors t
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import difflib
+import json
 import os
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
+import yaml
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
-from .errors import ExistingPathError, UsageError, UserError
+from .errors import MissingPathError, UsageError, UserError
 
 # A configuration's refusal of a field's value, or of how its values combine.
 CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
@@ -91,26 +95,6 @@ def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> s
     return f"Unknown option(s): {', '.join(hints)}. `--help` lists the options."
 
 
-def check_folder_location(path: str | Path, option: str = "--output_dir") -> None:
-    """Refuse a folder option that names an existing file, `--overwrite` or not: the user asked to replace
-    what a folder holds, not to turn a file of theirs into one (`mkdir` would answer with a traceback)."""
-    if Path(path).is_file():
-        raise ExistingPathError(f"{option} {path} is a file: give a folder (a new one, or one to replace).")
-
-
-def check_output_location(path: str | Path, overwrite: bool, option: str = "--output_dir") -> None:
-    """Refuse to write to `path` when it holds something already (a file, or a folder that is not empty),
-    unless the user passed `--overwrite`: a command replaces only what it was asked to. A folder option
-    (any but `--..._file`) never replaces a file: `check_folder_location`."""
-    if not option.endswith("_file"):
-        check_folder_location(path, option)
-    path = Path(path)
-    if overwrite or not path.exists() or (path.is_dir() and not any(path.iterdir())):
-        return
-    held = "is not empty" if path.is_dir() else "exists"
-    raise ExistingPathError(f"{path} {held}: pass --overwrite to replace what it holds, or another {option}.")
-
-
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """`--help` shows the script's docstring as written (its example commands) and each option's default."""
 
@@ -152,3 +136,45 @@ def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
         names = [option[2:] for option in known if option.startswith("--")]
         raise UsageError(unknown_options_message(unknown, names))
     return tuple(parsed)
+
+
+RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
+
+
+def parse_recipe_and_args(parser, args: Sequence[str] | None = None) -> tuple:
+    """Parse `[recipe file] [--option value ...]` into the parser's dataclasses: the recipe's values replace
+    the defaults, and options on the command line replace the recipe's.
+
+    A recipe is a YAML (or JSON) mapping of option names to values, the keys that
+    `HfArgumentParser.parse_yaml_file` reads; `config_overrides` may be a nested mapping. Its values become
+    the parser's defaults, so they go through the same conversions as command-line values (`1e-9` in YAML is
+    a string; it still becomes a float). A key that is no option, or a missing file, raises an error naming
+    the key or the path.
+    """
+    args = list(sys.argv[1:] if args is None else args)
+    if args and not args[0].startswith("-") and args[0].endswith(RECIPE_SUFFIXES):
+        parser.set_defaults(**load_recipe(args.pop(0), parser))
+    return parse_dataclasses(parser, args)
+
+
+def load_recipe(path: str | Path, parser) -> dict:
+    """Read a recipe file into a dict, checking that each key is an option of `parser`'s dataclasses."""
+    path = Path(path)
+    if not path.is_file():
+        raise MissingPathError(f"No recipe file at {path}: give the path of a .yaml (or .json) recipe.")
+    text = path.read_text(encoding="utf-8")
+    try:
+        recipe = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
+    except (json.JSONDecodeError, yaml.YAMLError) as error:
+        raise UsageError(f"Recipe {path} does not parse: {error}") from error
+    if not isinstance(recipe, dict):
+        raise UsageError(f"Recipe {path} must be a mapping of option names to values, got {recipe!r}.")
+    options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
+    unknown = sorted(set(recipe) - options)
+    if unknown:
+        hints = [repr(key) + option_suggestion(key, options, quote="'{}'") for key in unknown]
+        raise UsageError(
+            f"Recipe {path} sets {', '.join(hints)}: not an option of "
+            f"{', '.join(dtype.__name__ for dtype in parser.dataclass_types)}. `--help` lists the options."
+        )
+    return recipe

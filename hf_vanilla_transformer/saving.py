@@ -57,7 +57,7 @@ def nearest_sibling(path: str | Path) -> Path | None:
     return parent / close[0] if close else None
 
 
-def check_folder_location(name_or_path: str | Path, what: str, needs: str, made_by: str) -> None:
+def check_saved_location(name_or_path: str | Path, what: str, needs: str, made_by: str) -> None:
     """Raise `FileNotFoundError` for a location that is neither a folder holding `needs` nor a possible Hub
     id, before transformers answers with an error about repository names. `what` names the folder ("model
     folder"), `made_by` says what writes one."""
@@ -111,13 +111,13 @@ TOKENIZER_MADE_BY = (
 
 
 def check_model_location(name_or_path: str | Path) -> None:
-    """`check_folder_location` for a saved model (a folder with config.json, or a Hub id)."""
-    check_folder_location(name_or_path, "model folder", "config.json", MODEL_MADE_BY)
+    """`check_saved_location` for a saved model (a folder with config.json, or a Hub id)."""
+    check_saved_location(name_or_path, "model folder", "config.json", MODEL_MADE_BY)
 
 
 def check_tokenizer_location(name_or_path: str | Path) -> None:
-    """`check_folder_location` for a saved tokenizer (a folder with tokenizer_config.json, or a Hub id)."""
-    check_folder_location(name_or_path, "tokenizer folder", "tokenizer_config.json", TOKENIZER_MADE_BY)
+    """`check_saved_location` for a saved tokenizer (a folder with tokenizer_config.json, or a Hub id)."""
+    check_saved_location(name_or_path, "tokenizer folder", "tokenizer_config.json", TOKENIZER_MADE_BY)
 
 
 def load_model_folder(

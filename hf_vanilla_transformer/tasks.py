@@ -24,8 +24,8 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 from .data.preprocessing import LABEL_PAD_TOKEN_ID, PREPARED_DATA_MADE_BY, TextField, tokenize_pairs
 from .data.translation import load_translation_dataset
 from .errors import MissingPathError, UsageError
-from .evaluation.metrics import load_series_metric, load_translation_metric
-from .evaluation.metrics.tokenized_bleu import tokenized_bleu
+from .metrics import load_series_metric, load_translation_metric
+from .metrics.tokenized_bleu import tokenized_bleu
 from .series.renamings import add_symbol_renamings, held_out_expressions
 from .series.reports import ROW_FORMATS, series_breakdowns
 from .tokenization import (

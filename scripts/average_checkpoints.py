@@ -7,7 +7,8 @@ averaged the last 5 checkpoints for base models and the last 20 for big ones).
 
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.outputs import check_output_location
 from hf_vanilla_transformer.training import average_checkpoints, last_checkpoints
 
 

@@ -1,6 +1,6 @@
 """Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one
 run; prints a table of our/Marian ratios and writes JSON. The measurements live in
-`hf_vanilla_transformer.benchmarks.harness`.
+`scripts/benchmarks/harness.py`.
 
     python scripts/benchmark.py --shapes S base --repeats 3 --ctranslate2 --compile  # outputs/benchmark.json
 
@@ -24,9 +24,10 @@ from pathlib import Path
 
 from transformers.utils import logging as hf_logging
 
-from hf_vanilla_transformer.benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
-from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
+from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.outputs import check_output_location
 
 
 @dataclass

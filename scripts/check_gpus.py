@@ -43,8 +43,9 @@ from pathlib import Path
 
 import torch
 
-from hf_vanilla_transformer.cli import check_folder_location, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import ExistingPathError, UsageError
+from hf_vanilla_transformer.outputs import check_not_a_file
 
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED_MODEL = ROOT / "model_cards" / "vanilla-transformer-multi30k-de-en"
@@ -489,7 +490,7 @@ def main() -> None:
     if unknown or not names:
         raise UsageError(f"--checks {args.checks}: choose among {', '.join(CHECKS)}.")
     gpus = require_gpus()
-    check_folder_location(args.output_dir)
+    check_not_a_file(args.output_dir)
     earlier = [name for name in names if (Path(args.output_dir) / name).exists()]
     if earlier and not args.overwrite:
         raise ExistingPathError(

@@ -9,8 +9,9 @@ Needs `pip install -e ".[marian]"` (sentencepiece, for Marian's tokenizers); a H
 
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.interop.marian import convert_marian
+from hf_vanilla_transformer.outputs import check_output_location
 
 
 @dataclass

@@ -22,7 +22,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.outputs import check_output_location
 
 # True once the first tab's heat map is an image the browser has loaded (not the empty placeholder).
 HEAT_MAP_SHOWN = (

@@ -5,13 +5,13 @@ GPUs, from the model's FLOPs. An estimate, not a measurement: nothing is trained
     python scripts/estimate_gpu_time.py --scale_out    # 8 GPUs and 2 nodes x 8: memory, time, all-reduce
 
 The work per step, and the utilisation assumed by default (the one the paper's own runs imply), are explained
-in `hf_vanilla_transformer.benchmarks.gpu_estimate`; pass --utilisation to assume another. `--scale_out` adds
+in `scripts/benchmarks/gpu_estimate.py`; pass --utilisation to assume another. `--scale_out` adds
 a table of the models on 8 GPUs and on 2 nodes of 8 (a minute or two: it counts each training step's memory).
 """
 
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.benchmarks.gpu_estimate import (
+from benchmarks.gpu_estimate import (
     estimate,
     format_scale_table,
     format_table,

@@ -21,8 +21,9 @@ save it to disk.
 import logging
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.data.translation import load_translation_dataset, tokenize_translation
+from hf_vanilla_transformer.outputs import check_output_location
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
 

@@ -2,7 +2,7 @@
 few steps, split into phases (batch fetch and collation, forward + backward, optimizer, the rest) and, under
 torch.profiler, into operators (matrix products, attention, the output layer's softmax and loss, the rest);
 target tokens per second, the padding in the batches, and the share of this machine's float32 matmul peak.
-Nothing is saved but `--output_file`. The method is in `hf_vanilla_transformer.benchmarks.training_profile`.
+Nothing is saved but `--output_file`. The method is in `scripts/benchmarks/training_profile.py`.
 
     python scripts/profile_training.py scripts/recipes/multi30k_de_en.yaml
     python scripts/profile_training.py scripts/recipes/multi30k_de_en.yaml --timed_steps 40 \
@@ -16,13 +16,14 @@ import json
 import logging
 from pathlib import Path
 
-from hf_vanilla_transformer.benchmarks.training_profile import (
+from benchmarks.training_profile import (
     ProfileArguments,
     format_profile,
     profile_training,
 )
-from hf_vanilla_transformer.cli import check_output_location, make_parser, run_script
-from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args
+from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args, run_script
+from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 r"""Score a training run at each of its checkpoints, as if its clock had stopped there (the average of the
 last N checkpoints, beam search by the saved generation config), against the minutes of training spent: a
-table, a JSON file and a PNG. `hf_vanilla_transformer.benchmarks.quality_curve` says when one run gives the
+table, a JSON file and a PNG. `scripts/benchmarks/quality_curve.py` says when one run gives the
 whole curve.
 
     python scripts/train.py scripts/recipes/multi30k_de_en_paper.yaml --save_total_limit 100 \
@@ -21,16 +21,17 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from hf_vanilla_transformer.benchmarks.quality_curve import (
+from benchmarks.quality_curve import (
     budget_curve,
     format_curve,
     load_curve,
     plot_curve,
     quality_curve,
 )
-from hf_vanilla_transformer.cli import check_folder_location, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments
+from hf_vanilla_transformer.outputs import check_not_a_file
 from hf_vanilla_transformer.tasks import DatasetArguments
 
 
@@ -81,7 +82,7 @@ def main() -> None:
         if other["metric"] != metric:
             raise UsageError(f"--compare {other['label']} plots {other['metric']}, this curve {metric}.")
     output_dir = Path(args.output_dir or Path(args.run_dir[0]) / "curve")
-    check_folder_location(output_dir)
+    check_not_a_file(output_dir)
     if (output_dir / "curve.json").exists() and not args.overwrite:
         raise UsageError(
             f"{output_dir / 'curve.json'} exists: pass --overwrite to replace it, or --output_dir to write "

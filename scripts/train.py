@@ -21,8 +21,8 @@ is one); runs unchanged under `accelerate launch` on several processes, GPUs or 
 
 import logging
 
-from hf_vanilla_transformer.cli import make_parser, run_script
-from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args, run_training
+from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args, run_script
+from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, run_training
 
 
 def main() -> None:

@@ -25,9 +25,10 @@ import logging
 import time
 from dataclasses import dataclass, field
 
-from hf_vanilla_transformer.cli import check_output_location, parse_arguments, run_script
+from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.data.preprocessing import load_prepared_splits
 from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.outputs import check_output_location
 from hf_vanilla_transformer.tasks import TASKS, get_task
 from hf_vanilla_transformer.tokenization import (
     DEFAULT_MODEL_MAX_LENGTH,

@@ -1,4 +1,4 @@
-"""The benchmark (`scripts/benchmark.py` over `hf_vanilla_transformer.benchmarks.harness`) runs and reports
+"""The benchmark (`scripts/benchmark.py` over `scripts/benchmarks/harness.py`) runs and reports
 every figure (it is a script, not a timed test: no speed is asserted)."""
 
 import json
@@ -8,8 +8,8 @@ import pytest
 import torch
 from transformers import CompileConfig
 
-from hf_vanilla_transformer.benchmarks import fairseq_logs, harness
-from hf_vanilla_transformer.benchmarks.harness import (
+from benchmarks import fairseq_logs, harness
+from benchmarks.harness import (
     COMPILED_GENERATION_TASKS,
     CTRANSLATE2_ENGINES,
     GENERATION_TASKS,
@@ -21,7 +21,7 @@ from hf_vanilla_transformer.benchmarks.harness import (
     profile_shape,
     run_benchmark,
 )
-from hf_vanilla_transformer.benchmarks.seed_comparison import (
+from benchmarks.seed_comparison import (
     compare_arms,
     format_comparison,
     plot_validation_curves,

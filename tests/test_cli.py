@@ -86,10 +86,10 @@ def test_an_old_spelling_of_an_option_gets_its_new_name(tmp_path):
 
 
 def test_each_renamed_option_names_an_option_of_the_script_that_had_it():
-    from hf_vanilla_transformer.benchmarks.training_profile import ProfileArguments
-    from hf_vanilla_transformer.quickstart import QuickstartArguments
+    from benchmarks.training_profile import ProfileArguments
     from hf_vanilla_transformer.series.dataset import SeriesDataArguments
     from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
+    from quickstart import QuickstartArguments
 
     cases = [
         ((QuickstartArguments,), "--train_minutes", "--max_train_minutes"),
@@ -178,7 +178,7 @@ def test_user_errors_and_bugs_are_told_apart():
     def package_value_error():
         # A ValueError raised by the package that is not one of its user errors: a broken fairseq output is
         # no option the user gave.
-        from hf_vanilla_transformer.benchmarks.fairseq_logs import read_hypotheses
+        from benchmarks.fairseq_logs import read_hypotheses
 
         read_hypotheses("", count=1)
 

@@ -11,7 +11,8 @@ import pytest
 import torch
 from PIL import Image
 
-from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration, demo
+import demo
+from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker

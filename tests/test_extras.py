@@ -63,15 +63,17 @@ def test_each_optional_module_is_in_the_extra_named_for_it():
     assert listed == set(EXTRA_OF)
 
 
-def test_the_core_modules_import_without_any_extra(tmp_path):
+def test_the_core_modules_and_scripts_import_without_any_extra(tmp_path):
     code = (
         "import hf_vanilla_transformer\n"
         "import hf_vanilla_transformer.training, hf_vanilla_transformer.tasks\n"
         "import hf_vanilla_transformer.saving\n"
         "import hf_vanilla_transformer.evaluation.generation, hf_vanilla_transformer.tokenization\n"
         "import hf_vanilla_transformer.series.dataset, hf_vanilla_transformer.series.equivalence\n"
-        "import hf_vanilla_transformer.visualization, hf_vanilla_transformer.quickstart\n"
-        "import hf_vanilla_transformer.demo, hf_vanilla_transformer.interop.marian\n"
+        "import hf_vanilla_transformer.interop.marian\n"
+        # The scripts whose features need an extra import without it too (`--help` works).
+        f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
+        "import plot_attention, quickstart, demo\n"
         "print('imported')\n"
     )
     result = _python(code, cwd=tmp_path)

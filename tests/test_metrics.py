@@ -1,4 +1,4 @@
-"""Tests for the local evaluate modules in hf_vanilla_transformer.evaluation.metrics.
+"""Tests for the local evaluate modules in hf_vanilla_transformer.metrics.
 
 Both metrics are loaded once per module, with the network blocked, through the same helpers that
 training and evaluation code use.
@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from hf_vanilla_transformer.evaluation.metrics import (
+from hf_vanilla_transformer.metrics import (
     SERIES_METRIC_PATH,
     TRANSLATION_METRIC_PATH,
     check_pairs,
@@ -21,7 +21,7 @@ from hf_vanilla_transformer.evaluation.metrics import (
     load_series_metric,
     load_translation_metric,
 )
-from hf_vanilla_transformer.evaluation.metrics.tokenized_bleu import (
+from hf_vanilla_transformer.metrics.tokenized_bleu import (
     paper_tokenize,
     split_compounds,
     tokenized_bleu,

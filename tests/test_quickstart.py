@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from hf_vanilla_transformer.quickstart import (
+from quickstart import (
     OPTIONS_FILE,
     QuickstartArguments,
     check_output_folder,

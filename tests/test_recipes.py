@@ -10,12 +10,12 @@ from pathlib import Path
 import pytest
 from transformers import HfArgumentParser
 
+from hf_vanilla_transformer.cli import parse_recipe_and_args
 from hf_vanilla_transformer.training import (
     TRAINING_ARGUMENTS,
     ModelArguments,
     build_model,
     load_config_overrides,
-    parse_recipe_and_args,
 )
 
 RECIPES = Path(__file__).resolve().parents[1] / "scripts" / "recipes"

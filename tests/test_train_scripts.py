@@ -282,13 +282,13 @@ def test_shipped_accelerate_configs_load(name):
 
 
 def test_training_profile_splits_the_recipes_steps(translation_data, tmp_path, monkeypatch):
-    from hf_vanilla_transformer.benchmarks.training_profile import (
+    from benchmarks.training_profile import (
         ProfileArguments,
         format_profile,
         profile_training,
     )
-    from hf_vanilla_transformer.cli import make_parser
-    from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, parse_recipe_and_args
+    from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args
+    from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
 
     monkeypatch.chdir(tmp_path)
     parser = make_parser(*TRAINING_ARGUMENTS, ProfileArguments)
@@ -314,7 +314,7 @@ def test_training_profile_splits_the_recipes_steps(translation_data, tmp_path, m
 
 
 def test_training_profile_refuses_step_counts_it_cannot_time():
-    from hf_vanilla_transformer.benchmarks.training_profile import ProfileArguments
+    from benchmarks.training_profile import ProfileArguments
 
     with pytest.raises(ValueError, match="--untimed_steps and --timed_steps must be at least 1"):
         ProfileArguments(untimed_steps=0)

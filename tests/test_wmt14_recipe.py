@@ -14,15 +14,11 @@ import yaml
 from datasets import Dataset, Features, Translation
 from transformers import HfArgumentParser
 
+from benchmarks import gpu_estimate
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.benchmarks import gpu_estimate
+from hf_vanilla_transformer.cli import parse_recipe_and_args
 from hf_vanilla_transformer.data.translation import load_parallel_text
-from hf_vanilla_transformer.training import (
-    LOSS_LOG_NAME,
-    TRAINING_ARGUMENTS,
-    load_config_overrides,
-    parse_recipe_and_args,
-)
+from hf_vanilla_transformer.training import LOSS_LOG_NAME, TRAINING_ARGUMENTS, load_config_overrides
 
 ROOT = Path(__file__).resolve().parents[1]
 RECIPES = ROOT / "scripts" / "recipes"

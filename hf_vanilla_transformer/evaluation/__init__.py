@@ -1,4 +1,3 @@
 """Scoring a saved model: `generation` (batched `generate()` over a split, the task's metrics, a JSON report
-with every prediction) and `metrics` (the local evaluate modules: sacreBLEU and chrF for translation, exact
-and symbolic match for series, the paper's tokenized BLEU). Nothing is imported here: the task definitions
-(`tasks`) load the metrics, and the evaluation loads the tasks."""
+with every prediction). The metrics themselves are a layer below, in `hf_vanilla_transformer.metrics`: the
+task definitions (`tasks`) load them, and this evaluation loads the tasks."""

@@ -22,9 +22,9 @@ from ctranslate2.converters.converter import Converter
 from ctranslate2.converters.transformers import BartLoader
 from ctranslate2.specs import common_spec, transformer_spec
 
-from ..cli import check_folder_location
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from ..outputs import check_not_a_file
 from ..tokenization import load_tokenizer
 from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
 
@@ -166,7 +166,7 @@ def convert_to_ctranslate2(
         raise UsageError(
             f"Unknown quantization {quantization!r}; CTranslate2 accepts {', '.join(ACCEPTED_MODEL_TYPES)}."
         )
-    check_folder_location(output_dir)
+    check_not_a_file(output_dir)
     if Path(output_dir).exists() and not force:
         raise ExistingPathError(
             f"{output_dir} exists: pass --overwrite to replace it, or choose another --output_dir."

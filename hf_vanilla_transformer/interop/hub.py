@@ -6,8 +6,8 @@ import re
 import shutil
 from pathlib import Path
 
-from ..cli import check_folder_location
 from ..errors import ExistingPathError, MissingPathError, UsageError
+from ..outputs import check_not_a_file
 from ..saving import load_model_folder, save_model_folder
 
 # A card's usage code names its repository "<owner>/<name>" until it is pushed: the owner is whoever
@@ -28,7 +28,7 @@ def build_hub_folder(
     model_dir, output_dir = Path(model_dir), Path(output_dir)
     if output_dir.resolve() == model_dir.resolve():
         raise UsageError(f"{model_dir} is both the model and the folder to assemble: give another --folder.")
-    check_folder_location(output_dir, "--folder")
+    check_not_a_file(output_dir, "--folder")
     held = sorted(
         path.name
         for pattern in ("config.json", "*.safetensors", "eval-*.json")

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from ..evaluation.metrics import binomial_standard_error, exact_match
+from ..metrics import binomial_standard_error, exact_match
 from .grammar import COEFFICIENT_INTEGER, TUTORIAL_MAX_TOKENS, count_terms, tutorial_length
 from .renamings import symbol_renaming_shape
 

@@ -1,7 +1,7 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
 `batching` (token-budget batches), `logs` (loss log and curves), `budget` (training by the clock),
-`averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses and files, and what training
-builds from them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
+`averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and what training builds from
+them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
 token-budget batches, with full weights gathered under FSDP and DeepSpeed) and `tied_weights_warning` (the
 resume warning about tied copies, silenced). Their public names are importable from here. The Trainer is
 the package's one training engine; `scripts/train_accelerate.py` is a plain loop for users who write
@@ -17,7 +17,6 @@ because no well-kept library offers it for the Trainer: batches filled up to a t
 """
 
 from .arguments import (
-    RECIPE_SUFFIXES,
     TASK_METRIC,
     TRAINING_ARGUMENTS,
     ModelArguments,
@@ -25,8 +24,6 @@ from .arguments import (
     RecipeArguments,
     build_model,
     load_config_overrides,
-    load_recipe,
-    parse_recipe_and_args,
     prepare_training,
     set_paper_learning_rate,
 )
@@ -56,7 +53,6 @@ __all__ = [
     "FullWeightsCallback",
     "LOSS_LOG_NAME",
     "LOSS_PLOT_NAME",
-    "RECIPE_SUFFIXES",
     "TASK_METRIC",
     "TRAINING_ARGUMENTS",
     "LossLog",
@@ -80,10 +76,8 @@ __all__ = [
     "token_budget_sampler",
     "last_checkpoints",
     "load_config_overrides",
-    "load_recipe",
     "paper_learning_rate",
     "paper_peak_learning_rate",
-    "parse_recipe_and_args",
     "plot_loss_curves",
     "prepare_training",
     "run_training",

@@ -1,28 +1,24 @@
 """A training recipe: the argument dataclasses (model, recipe and the paper's Trainer defaults; the data's are
-`tasks.DataArguments`), recipe files, and what training builds from them (tokenizer, data, seeded model,
-eq. 3 learning rate)."""
+`tasks.DataArguments`) and what training builds from them (tokenizer, data, seeded model, eq. 3 learning
+rate). Recipe files are read by the command line (`cli.parse_recipe_and_args`)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import logging
 import os
 import shutil
-import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-import yaml
-from transformers import HfArgumentParser, SchedulerType, Seq2SeqTrainingArguments, set_seed
+from transformers import SchedulerType, Seq2SeqTrainingArguments, set_seed
 from transformers.training_args import ParallelMode
 
-from ..cli import check_folder_location, option_suggestion, parse_dataclasses
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
-from ..errors import ExistingPathError, MissingPathError, UsageError
+from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from ..outputs import check_not_a_file
 from ..tasks import DataArguments, prepare_dataset
 from .budget import TimeBudget
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME
@@ -106,7 +102,7 @@ class RecipeArguments:
         that run's files, and only those), or continuing it (`resume_from_checkpoint`). Otherwise the new
         run would rotate away the earlier run's checkpoints, append to its loss log and replace its final
         model."""
-        check_folder_location(training_args.output_dir)
+        check_not_a_file(training_args.output_dir)
         if training_args.resume_from_checkpoint:
             return
         folder = Path(training_args.output_dir)
@@ -204,46 +200,6 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
 
 
 TRAINING_ARGUMENTS = (ModelArguments, DataArguments, RecipeArguments, PaperSeq2SeqTrainingArguments)
-RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
-
-
-def parse_recipe_and_args(parser: HfArgumentParser, args: Sequence[str] | None = None) -> tuple:
-    """Parse `[recipe file] [--option value ...]` into the parser's dataclasses: the recipe's values replace
-    the defaults, and options on the command line replace the recipe's.
-
-    A recipe is a YAML (or JSON) mapping of option names to values, the keys that
-    `HfArgumentParser.parse_yaml_file` reads; `config_overrides` may be a nested mapping. Its values become
-    the parser's defaults, so they go through the same conversions as command-line values (`1e-9` in YAML is
-    a string; it still becomes a float). A key that is no option, or a missing file, raises an error naming
-    the key or the path.
-    """
-    args = list(sys.argv[1:] if args is None else args)
-    if args and not args[0].startswith("-") and args[0].endswith(RECIPE_SUFFIXES):
-        parser.set_defaults(**load_recipe(args.pop(0), parser))
-    return parse_dataclasses(parser, args)
-
-
-def load_recipe(path: str | Path, parser: HfArgumentParser) -> dict:
-    """Read a recipe file into a dict, checking that each key is an option of `parser`'s dataclasses."""
-    path = Path(path)
-    if not path.is_file():
-        raise MissingPathError(f"No recipe file at {path}: give the path of a .yaml (or .json) recipe.")
-    text = path.read_text(encoding="utf-8")
-    try:
-        recipe = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
-    except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise UsageError(f"Recipe {path} does not parse: {error}") from error
-    if not isinstance(recipe, dict):
-        raise UsageError(f"Recipe {path} must be a mapping of option names to values, got {recipe!r}.")
-    options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
-    unknown = sorted(set(recipe) - options)
-    if unknown:
-        hints = [repr(key) + option_suggestion(key, options, quote="'{}'") for key in unknown]
-        raise UsageError(
-            f"Recipe {path} sets {', '.join(hints)}: not an option of "
-            f"{', '.join(dtype.__name__ for dtype in parser.dataclass_types)}. `--help` lists the options."
-        )
-    return recipe
 
 
 def load_config_overrides(value: dict | str | None) -> dict:

@@ -1,5 +1,5 @@
 """`run_training`: the recipe on `Seq2SeqTrainer` (what `scripts/train.py` runs); `build_trainer`, the Trainer
-it runs, also for measuring it (`hf_vanilla_transformer.benchmarks.training_profile`);
+it runs, also for measuring it (`scripts/profile_training.py`);
 `TokenBudgetSeq2SeqTrainer`, the Trainer subclass both use; and `gathered_model` and `FullWeightsCallback`,
 which give a run sharded by FSDP or DeepSpeed full weights in its checkpoints and final folder."""
 

@@ -2,7 +2,7 @@ r"""Multi30k de→en recipes at equal updates (or equal minutes), with seeds: ea
 for the same number of updates, its last checkpoint scored on test_2016_flickr (beam 4, length penalty 0.6,
 sacreBLEU and chrF),
 and each arm's difference from the first arm (the baseline) set against the seeds' spread
-(`hf_vanilla_transformer.benchmarks.seed_comparison`). Validation loss is logged every `--eval_steps` updates
+(`seed_comparison.py` beside this script). Validation loss is logged every `--eval_steps` updates
 and drawn for every run in one PNG.
 
     python scripts/benchmarks/multi30k_seeds.py --max_steps 800 --seeds 0 1 \
@@ -56,8 +56,11 @@ from pathlib import Path
 import yaml
 from datasets import load_from_disk
 
-from hf_vanilla_transformer.benchmarks import fairseq_logs
-from hf_vanilla_transformer.benchmarks.seed_comparison import (
+# Run as `python scripts/benchmarks/multi30k_seeds.py`: its helpers are the `benchmarks` package in scripts/.
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from benchmarks import fairseq_logs
+from benchmarks.seed_comparison import (
     compare_arms,
     format_comparison,
     plot_validation_curves,
@@ -65,7 +68,7 @@ from hf_vanilla_transformer.benchmarks.seed_comparison import (
 )
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
+from hf_vanilla_transformer.metrics import load_translation_metric
 from hf_vanilla_transformer.training.logs import LOSS_LOG_NAME
 
 REPORT = "eval-test-beam4-lp0.6.json"

@@ -2,7 +2,7 @@
 
 Load it by path (nothing is downloaded, unlike loading sacrebleu by its Hub name)::
 
-    from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
+    from hf_vanilla_transformer.metrics import load_translation_metric
 
     metric = load_translation_metric()
     metric.compute(predictions=["Ein Hund läuft."], references=[["Ein Hund rennt."]])
@@ -15,7 +15,7 @@ import datasets
 import evaluate
 from sacrebleu.metrics import BLEU, CHRF
 
-from hf_vanilla_transformer.evaluation.metrics import check_pairs
+from hf_vanilla_transformer.metrics import check_pairs
 
 _CITATION = """\
 @inproceedings{post-2018-call,
@@ -62,7 +62,7 @@ Returns:
     chrf_signature (`str`): sacrebleu signature of the chrF settings.
 
 Examples:
-    >>> from hf_vanilla_transformer.evaluation.metrics import load_translation_metric
+    >>> from hf_vanilla_transformer.metrics import load_translation_metric
     >>> metric = load_translation_metric()
     >>> result = metric.compute(
     ...     predictions=["The cat sat on the mat."], references=["The cat sat on the mat."]

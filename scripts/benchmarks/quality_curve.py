@@ -14,12 +14,12 @@ import json
 import tempfile
 from pathlib import Path
 
-from ..errors import MissingPathError, UsageError
-from ..evaluation.generation import EvaluationArguments, evaluate_model
-from ..extras import require
-from ..tasks import DatasetArguments
-from ..training.averaging import average_checkpoints
-from ..training.budget import TimeBudget
+from hf_vanilla_transformer.errors import MissingPathError, UsageError
+from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
+from hf_vanilla_transformer.extras import require
+from hf_vanilla_transformer.tasks import DatasetArguments
+from hf_vanilla_transformer.training.averaging import average_checkpoints
+from hf_vanilla_transformer.training.budget import TimeBudget
 
 
 def checkpoints_with_minutes(run_dir: str | Path) -> list[tuple[Path, float]]:

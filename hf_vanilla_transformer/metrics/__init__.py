@@ -74,7 +74,7 @@ def _load_local_module(path: str, **load_kwargs: Any) -> evaluate.EvaluationModu
     if not Path(path).is_file():
         raise FileNotFoundError(
             f"metric script {path} is missing from the installed package; the wheel must ship "
-            "hf_vanilla_transformer/evaluation/metrics/**/*.py as package data (see pyproject.toml)"
+            "hf_vanilla_transformer/metrics/**/*.py as package data (see pyproject.toml)"
         )
     import evaluate
 

@@ -18,7 +18,8 @@ the gradients costs at the links' rates in the vendors' data sheets.
 
 import torch
 
-from .. import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+
 from .harness import training_flops_per_step
 
 TOKENS_PER_STEP = 25_000  # per side (§5.1)

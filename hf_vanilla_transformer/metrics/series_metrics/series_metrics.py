@@ -2,7 +2,7 @@
 
 Load it by path (nothing is downloaded)::
 
-    from hf_vanilla_transformer.evaluation.metrics import load_series_metric
+    from hf_vanilla_transformer.metrics import load_series_metric
 
     metric = load_series_metric()
     metric.compute(predictions=["x + O(x**6)"], references=["x + O(x**6)"], timeout=5.0)
@@ -14,7 +14,7 @@ come from the installed package (`hf_vanilla_transformer.series`), the one home 
 import datasets
 import evaluate
 
-from hf_vanilla_transformer.evaluation.metrics import binomial_standard_error, check_pairs, exact_match
+from hf_vanilla_transformer.metrics import binomial_standard_error, check_pairs, exact_match
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 
 _DESCRIPTION = """\
@@ -55,7 +55,7 @@ Returns:
     timeouts (`int`): pairs that exceeded the time limit (counted as not equivalent).
 
 Examples:
-    >>> from hf_vanilla_transformer.evaluation.metrics import load_series_metric
+    >>> from hf_vanilla_transformer.metrics import load_series_metric
     >>> metric = load_series_metric()
     >>> result = metric.compute(
     ...     predictions=["x*(2*a + a*c/g) + O(x**6)"], references=["x*(a*c/g + 2*a) + O(x**6)"]

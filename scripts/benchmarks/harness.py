@@ -28,8 +28,8 @@ from dataclasses import dataclass
 import torch
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
 
-from .. import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from ..errors import UsageError
+from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.errors import UsageError
 
 
 @dataclass(frozen=True)
@@ -155,8 +155,8 @@ def ctranslate2_throughput(
     """New tokens/s of `model` exported to CTranslate2, on `tasks` {name: (batch, new_tokens, num_beams)} with
     the same source batches as `time_generation`, timed in a subprocess that never imports torch, once per
     GEMM backend in `backends` (keys of `CTRANSLATE2_BACKENDS`): {backend: {task: tokens/s}}."""
-    from ..interop.ctranslate2_export import convert_to_ctranslate2
-    from ..saving import save_model_folder
+    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.saving import save_model_folder
 
     results = {}
     with tempfile.TemporaryDirectory() as tmp:

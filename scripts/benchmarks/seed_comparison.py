@@ -13,9 +13,9 @@ import json
 import statistics
 from pathlib import Path
 
-from ..errors import MissingPathError, UsageError
-from ..extras import require
-from ..training.logs import LOSS_LOG_NAME
+from hf_vanilla_transformer.errors import MissingPathError, UsageError
+from hf_vanilla_transformer.extras import require
+from hf_vanilla_transformer.training.logs import LOSS_LOG_NAME
 
 
 def compare_arms(scores: dict[str, list[float]], baseline: str) -> list[dict]:

@@ -23,7 +23,8 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
-from ..errors import UsageError
+from hf_vanilla_transformer.errors import UsageError
+
 from .harness import MATMUL_OPERATORS, matmul_peak_gflops, training_flops_per_step
 
 PHASES = ("data", "forward_backward", "optimizer", "after_step")
@@ -162,7 +163,7 @@ def profile_training(
 ) -> dict:
     """Train the recipe for `untimed_steps + timed_steps + operator_steps` steps and return where the
     time went (see the module docstring). Nothing is saved: no checkpoints, no evaluation, no final model."""
-    from ..training import build_trainer
+    from hf_vanilla_transformer.training import build_trainer
 
     warmup, timed, profiled = (
         profile_args.untimed_steps,

@@ -1,0 +1,1 @@
+"""evaluate module folder; load it with `hf_vanilla_transformer.metrics.load_series_metric()`."""

@@ -1,0 +1,2 @@
+"""evaluate module folder: load it with
+`hf_vanilla_transformer.metrics.load_translation_metric()`."""

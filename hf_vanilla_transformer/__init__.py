@@ -15,9 +15,9 @@ from .modeling_vanilla_transformer import (
     VanillaTransformerPreTrainedModel,
     shift_tokens_right,
 )
-from .pipeline_seq2seq import INPUT_CHECKS, Seq2SeqGenerationPipeline, register_pipeline
 from .pipeline_seq2seq import TASK_NAME as PIPELINE_TASK
-from .series.grammar import check_model_input
+from .pipeline_seq2seq import Seq2SeqGenerationPipeline, register_pipeline
+from .series import register_input_check
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -30,9 +30,9 @@ VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 register_pipeline()
-INPUT_CHECKS["series"] = check_model_input
+register_input_check()
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "PIPELINE_TASK",

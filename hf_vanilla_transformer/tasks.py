@@ -1,7 +1,9 @@
 """The two tasks this package trains on, one object each, holding everything that differs between them: where
 the source and target texts live in a dataset row, how the data loads, which metric scores the output and
-which of its numbers picks the best checkpoint, the generation defaults, the report's breakdowns, and how a
-tokenizer for the task is trained. Code elsewhere asks the task object and never switches on the task name.
+which of its numbers picks the best checkpoint, the generation defaults, the report's breakdowns, how a
+tokenizer for the task is trained, which command prepares its data, which inputs its models take (the input
+check, the demo's examples and labels). Code outside this module and `series/` asks the task object and never
+switches on the task name (tests/test_layout.py).
 
 - `translation`: a `translation` column of `{language: sentence}` dicts (Multi30k, WMT14; datasets with one
   column per language, like `bentrevett/multi30k`, are converted on loading),
@@ -21,11 +23,12 @@ import numpy as np
 from datasets import Dataset, DatasetDict, load_from_disk
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
-from .data.preprocessing import LABEL_PAD_TOKEN_ID, PREPARED_DATA_MADE_BY, TextField, tokenize_pairs
+from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
 from .data.translation import load_translation_dataset
 from .errors import MissingPathError, UsageError
 from .metrics import load_series_metric, load_translation_metric
 from .metrics.tokenized_bleu import tokenized_bleu
+from .series.grammar import check_model_input
 from .series.renamings import add_symbol_renamings, held_out_expressions
 from .series.reports import ROW_FORMATS, series_breakdowns
 from .tokenization import (
@@ -51,6 +54,28 @@ class Task:
     row_formats: ClassVar[dict[str, str]] = {}
     # decode(encode(s)) == s is checked on every split after training a tokenizer for the task.
     lossless_tokenizer: ClassVar[bool] = False
+    data_made_by: ClassVar[str]  # the command that prepares the task's data, for the error that asks for one
+    # A model's input as a page labels its box, and as the refusal of an empty input names it.
+    input_label: ClassVar[str]
+    input_hint: ClassVar[str]
+    demo_examples: ClassVar[tuple[str, ...]] = ()  # inputs the demo page offers
+    # Whether a CAS can compute the reference output of any input (the demo shows it beside the model's).
+    expands_with_cas: ClassVar[bool] = False
+
+    def check_input(self, text: str) -> None:
+        """Refuse (a `UsageError`) an input outside what the task's models were trained on: outside it a model
+        still answers, confidently and wrongly."""
+
+    def load_prepared(self, folder: str | Path) -> DatasetDict:
+        """The splits a data script saved (`save_to_disk`), or an error naming the script that makes them."""
+        path = Path(folder)
+        if not (path / "dataset_dict.json").is_file():
+            state = "holds no prepared data set (no dataset_dict.json)" if path.is_dir() else "does not exist"
+            raise MissingPathError(
+                f"{folder} {state}. Make one with `{self.data_made_by}` (the recipes in scripts/recipes/ do "
+                "it first)."
+            )
+        return load_from_disk(str(path))
 
     def check_arguments(self, args: DataArguments) -> None:
         """Raise `ValueError` for data arguments that do not apply to this task."""
@@ -119,6 +144,16 @@ class TranslationTask(Task):
     best_metric = "bleu"
     tokenizer_columns = ("translation",)
     tokenizer_option_names = ("split_punctuation",)
+    data_made_by = (
+        "python scripts/prepare_translation.py --dataset <Hub name or folder> --output_dir <folder>"
+    )
+    input_label = "source sentence"
+    input_hint = "a sentence"
+    demo_examples = (
+        "Zwei Hunde spielen im Schnee.",
+        "Ein Mann fährt mit dem Fahrrad eine Straße entlang.",
+        "Eine Frau in einem roten Kleid singt auf einer Bühne.",
+    )
 
     def check_arguments(self, args: DataArguments) -> None:
         if args.symbol_renamings:
@@ -178,8 +213,16 @@ class SeriesTask(Task):
     # A series is several times longer than its expression, so source length + 50 would cut it.
     output_length_from_config = True
     lossless_tokenizer = True
+    data_made_by = "python scripts/generate_series.py --output_dir <folder>"
+    input_label = "expression (series to O(x**6))"
+    input_hint = "an expression such as sin(a*x)"
+    demo_examples = ("sin(a*x)", "exp(2*b*x)*cos(a*x)", "tan(a*x) + cosh(b*x)", "sinh(2*b*x)/cos(a*x)")
+    expands_with_cas = True
 
     row_formats = ROW_FORMATS
+
+    def check_input(self, text):
+        check_model_input(text)
 
     def text_fields(self, args):
         return ("expression", None), ("series", None)
@@ -187,10 +230,8 @@ class SeriesTask(Task):
     def load_raw(self, args):
         path = Path(args.dataset)
         if not path.is_dir():
-            raise MissingPathError(
-                f"No series data set at {path}: build one with "
-                f"`python scripts/generate_series.py --output_dir {path}`."
-            )
+            command = self.data_made_by.replace("<folder>", str(path))
+            raise MissingPathError(f"No series data set at {path}: build one with `{command}`.")
         dataset = load_from_disk(str(path))
         for split, ds in dataset.items():
             if not {"expression", "series"} <= set(ds.column_names):
@@ -229,6 +270,9 @@ class SeriesTask(Task):
 
 
 TASKS: dict[str, Task] = {task.name: task for task in (TranslationTask(), SeriesTask())}
+# The task of a model that names none (`config.task`): folders saved before the field existed, and imported
+# Marian models, translate.
+DEFAULT_TASK = TranslationTask.name
 
 
 def get_task(name: str) -> Task:
@@ -269,14 +313,15 @@ class DatasetArguments:
         if not self.dataset:
             raise UsageError(
                 "No data set given: pass --dataset (a prepared folder or a Hub name; "
-                f"`{PREPARED_DATA_MADE_BY[self.task]}` makes one)."
+                f"`{self.task_spec.data_made_by}` makes one)."
             )
         return self.task_spec.load_raw(self)
 
 
 @dataclass
 class DataArguments(DatasetArguments):
-    """Which data to train on, and how to tokenize and batch it."""
+    """Which data to train on, and how to tokenize it (how it is batched is training's:
+    `training.RecipeArguments`)."""
 
     tokenizer: str | None = field(
         default=None,
@@ -297,29 +342,6 @@ class DataArguments(DatasetArguments):
         },
     )
     num_proc: int | None = field(default=None, metadata={"help": "Processes for tokenization (Dataset.map)."})
-    max_tokens: int | None = field(
-        default=None,
-        metadata={
-            "help": "Token budget per training batch, batching similar lengths (§5.1; fairseq's "
-            "--max-tokens). Replaces per_device_train_batch_size."
-        },
-    )
-    batch_order: str = field(
-        default="padded_length",
-        metadata={
-            "help": "How examples are sorted before they are cut into token-budget batches: padded_length "
-            "(the longer of source and target, then target length) or source_length (source, then target "
-            "length, as fairseq orders them).",
-            "choices": ["padded_length", "source_length"],
-        },
-    )
-    batch_size_multiple: int = field(
-        default=1,
-        metadata={
-            "help": "Token-budget batches hold a multiple of this many sentences (the remainder starts the "
-            "next batch), as fairseq's --required-batch-size-multiple (8 there)."
-        },
-    )
     max_unknown_token_share: float = field(
         default=0.05,
         metadata={
@@ -330,8 +352,6 @@ class DataArguments(DatasetArguments):
 
     def __post_init__(self):
         super().__post_init__()
-        if self.batch_size_multiple < 1:
-            raise UsageError(f"`batch_size_multiple` must be 1 or more, got {self.batch_size_multiple}.")
         if self.symbol_renamings < 0:
             raise UsageError(f"`symbol_renamings` must be 0 or more, got {self.symbol_renamings}.")
         if not 0 <= self.max_unknown_token_share <= 1:

@@ -34,9 +34,8 @@ from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
-from hf_vanilla_transformer.series.grammar import SeriesParseError, check_model_input
 from hf_vanilla_transformer.series.workers import generate_examples
-from hf_vanilla_transformer.tasks import TASKS, get_task
+from hf_vanilla_transformer.tasks import DEFAULT_TASK, TASKS, Task, get_task
 from plot_attention import cross_attention, plot_cross_attention
 
 if TYPE_CHECKING:
@@ -47,14 +46,6 @@ MEAN_OVER_HEADS = "mean over heads"
 # Seconds the CAS may spend on one expansion, and sympy on comparing the model's series with it.
 CAS_TIMEOUT = 10.0
 COMPARISON_TIMEOUT = 5.0
-EXAMPLES = {
-    "translation": [
-        "Zwei Hunde spielen im Schnee.",
-        "Ein Mann fährt mit dem Fahrrad eine Straße entlang.",
-        "Eine Frau in einem roten Kleid singt auf einer Bühne.",
-    ],
-    "series": ["sin(a*x)", "exp(2*b*x)*cos(a*x)", "tan(a*x) + cosh(b*x)", "sinh(2*b*x)/cos(a*x)"],
-}
 DROP_MESSAGES = {
     "pole": "the expression has a pole at x = 0, so there is no Taylor series there",
     "constant": "its series does not depend on x",
@@ -71,7 +62,7 @@ class ModelSpec:
     """One `--model` argument: `[series=]<folder or Hub id>`."""
 
     location: str
-    task: str | None = None  # None: the model's own (its config's `task`), else translation
+    task: str | None = None  # None: the model's own (its config's `task`), else `DEFAULT_TASK`
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
@@ -97,13 +88,17 @@ class DemoModel:
     def load(cls, spec: ModelSpec) -> DemoModel:
         model, tokenizer = load_model_folder(spec.location)  # a missing folder is named, not sent to the Hub
         if spec.task is None:
-            spec = ModelSpec(spec.location, model_task(model, spec.location) or "translation")
+            spec = ModelSpec(spec.location, model_task(model, spec.location) or DEFAULT_TASK)
         else:
             try:
                 check_model_task(model, spec.location, spec.task, fix=f"--model {{task}}={spec.location}")
             except ValueError as error:
                 raise UsageError(str(error)) from None
         return cls(spec, model, tokenizer)
+
+    @property
+    def task(self) -> Task:
+        return get_task(self.spec.task)
 
     @property
     def name(self) -> str:
@@ -127,19 +122,16 @@ class DemoModel:
     @property
     def default_max_new_tokens(self) -> int:
         # What evaluation allows, for a source of 50 tokens (a long caption), within the slider's range.
-        task = get_task(self.spec.task)
-        return min(512, default_max_new_tokens(task, self.model.generation_config, source_tokens=50))
+        return min(512, default_max_new_tokens(self.task, self.model.generation_config, source_tokens=50))
 
     def check_input(self, text: str) -> str:
         text = (text or "").strip()
         if not text:
-            what = "an expression such as sin(a*x)" if self.spec.task == "series" else "a sentence"
-            raise DemoInputError(f"The input is empty: type {what} first.")
-        if self.spec.task == "series":
-            try:
-                check_model_input(text)
-            except SeriesParseError as error:
-                raise DemoInputError(f"Not an expression the model was trained on: {error}") from None
+            raise DemoInputError(f"The input is empty: type {self.task.input_hint} first.")
+        try:
+            self.task.check_input(text)
+        except UsageError as error:
+            raise DemoInputError(f"Not an input the model was trained on: {error}") from None
         length = len(self.tokenizer(text)["input_ids"])
         if length > self.max_input_tokens:
             raise DemoInputError(
@@ -242,7 +234,7 @@ def build_demo(models: list[DemoModel]):
                 image = demo_model.attention_map(text, output, layer, head)
             except DemoInputError as error:
                 raise gr.Error(str(error), print_exception=False) from None
-            if demo_model.spec.task != "series":
+            if not demo_model.task.expands_with_cas:
                 return output, image, "", ""
             reference, why_not = cas_expansion(text)
             if reference is None:
@@ -259,13 +251,13 @@ def build_demo(models: list[DemoModel]):
             "map is the attention over the source while the model wrote output token *i*."
         )
         for index, demo_model in enumerate(models):
-            series = demo_model.spec.task == "series"
+            task = demo_model.task
             with gr.Tab(demo_model.name):
                 with gr.Row():
                     with gr.Column():
                         text = gr.Textbox(
-                            value=EXAMPLES[demo_model.spec.task][0],
-                            label="expression (series to O(x**6))" if series else "source sentence",
+                            value=task.demo_examples[0],
+                            label=task.input_label,
                             lines=2,
                         )
                         decoding = gr.Radio(list(DECODINGS), value="greedy", label="decoding")
@@ -292,8 +284,10 @@ def build_demo(models: list[DemoModel]):
                         button = gr.Button("Generate", variant="primary")
                     with gr.Column():
                         output = gr.Textbox(label="model output", lines=3)
-                        cas = gr.Textbox(label="CAS expansion (sympy/symengine)", lines=3, visible=series)
-                        verdict = gr.Textbox(label="verdict", visible=series)
+                        cas = gr.Textbox(
+                            label="CAS expansion (sympy/symengine)", lines=3, visible=task.expands_with_cas
+                        )
+                        verdict = gr.Textbox(label="verdict", visible=task.expands_with_cas)
                         heat_map = gr.Image(
                             label="cross-attention",
                             format="png",
@@ -317,7 +311,7 @@ def build_demo(models: list[DemoModel]):
                 button.click(handler, inputs, outputs, api_name=f"generate_{index}")
                 # The page opens with its first example already run: a heat map, not an empty box.
                 demo.load(handler, inputs, outputs, api_visibility="private")
-                gr.Examples([[example] for example in EXAMPLES[demo_model.spec.task]], inputs=[text])
+                gr.Examples([[example] for example in task.demo_examples], inputs=[text])
     atexit.register(checker.close)  # its sympy worker is a process of its own
     return demo
 
@@ -327,9 +321,7 @@ def shipped_model_specs(root: Path) -> list[ModelSpec]:
     specs = []
     for weights in sorted(root.glob("*/model.safetensors")):
         reports = sorted(weights.parent.glob("eval-*.json"))
-        task = (
-            json.loads(reports[0].read_text(encoding="utf-8"))["data"]["task"] if reports else "translation"
-        )
+        task = json.loads(reports[0].read_text(encoding="utf-8"))["data"]["task"] if reports else DEFAULT_TASK
         specs.append(ModelSpec(str(weights.parent), task))
     return specs
 

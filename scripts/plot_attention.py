@@ -23,7 +23,7 @@ from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.saving import check_model_location, load_model_folder, model_task
-from hf_vanilla_transformer.series.grammar import check_model_input
+from hf_vanilla_transformer.tasks import DEFAULT_TASK, get_task
 
 
 def cross_attention(
@@ -140,8 +140,9 @@ def main() -> None:
             f"{args.output_file} exists: pass --overwrite to replace it, or another --output_file."
         )
     check_model_location(args.model)
-    if model_task(AutoConfig.from_pretrained(args.model), args.model) == "series":
-        check_model_input(args.text)  # outside its grammar the model still answers, confidently and wrongly
+    # Outside what it was trained on a model still answers, confidently and wrongly.
+    task = get_task(model_task(AutoConfig.from_pretrained(args.model), args.model) or DEFAULT_TASK)
+    task.check_input(args.text)
     model, tokenizer = load_model_folder(args.model)
     Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
     weights, source_tokens, target_tokens = cross_attention(

@@ -176,10 +176,11 @@ def run_quickstart(args: QuickstartArguments) -> dict:
         tokenizer=str(tokenizer_dir),
         max_source_length=128,
         max_target_length=256,
-        max_tokens=args.max_tokens,
     )
     # The quickstart remakes its own folder each time it runs, data and tokenizer included.
-    recipe_args = RecipeArguments(lr_scale=1.0, max_train_minutes=args.max_train_minutes, overwrite=True)
+    recipe_args = RecipeArguments(
+        max_tokens=args.max_tokens, lr_scale=1.0, max_train_minutes=args.max_train_minutes, overwrite=True
+    )
     training_args = PaperSeq2SeqTrainingArguments(
         output_dir=str(run_dir),
         max_steps=100_000,

@@ -41,6 +41,7 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import check_tokenizer_location, save_model_folder
 from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
 from hf_vanilla_transformer.training import (
+    BatchingArguments,
     LossLog,
     ModelArguments,
     RecipeArguments,
@@ -108,9 +109,9 @@ class Progress:
             setattr(self, name, value)
 
 
-def train_loop(model, tokenizer, train_dataset, args: LoopArguments, max_tokens: int, **batching) -> Path:
+def train_loop(model, tokenizer, train_dataset, args: LoopArguments, batching: BatchingArguments) -> Path:
     """Train `model` on a tokenized dataset (`input_ids`, `labels`) and save `<output_dir>/final`, which is
-    returned. `batching` goes to `token_budget_sampler` (`batch_order`, `batch_size_multiple`).
+    returned. `batching` says how `token_budget_sampler` cuts the batches.
 
     Every process builds the same list of batches; Accelerate gives each process every n-th of them and
     averages the gradients, so all processes hold the same weights after every update. Only the main process
@@ -124,7 +125,9 @@ def train_loop(model, tokenizer, train_dataset, args: LoopArguments, max_tokens:
         )
     set_seed(args.seed)
     output_dir = Path(args.output_dir)
-    sampler = token_budget_sampler(train_dataset, max_tokens, seed=args.seed, **batching)
+    sampler = token_budget_sampler(
+        train_dataset, batching.max_tokens, batching.batch_order, batching.batch_size_multiple, seed=args.seed
+    )
     loader = DataLoader(
         train_dataset,
         batch_sampler=sampler,
@@ -222,9 +225,9 @@ def train_loop(model, tokenizer, train_dataset, args: LoopArguments, max_tokens:
 
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = make_parser(ModelArguments, DataArguments, LoopArguments, description=__doc__)
-    model_args, data_args, args = parse_dataclasses(parser)
-    if data_args.max_tokens is None:
+    parser = make_parser(ModelArguments, DataArguments, BatchingArguments, LoopArguments, description=__doc__)
+    model_args, data_args, batching, args = parse_dataclasses(parser)
+    if batching.max_tokens is None:
         raise UsageError("The loop batches by token budget: set --max_tokens (e.g. --max_tokens 4096).")
     if not data_args.tokenizer:
         raise UsageError(
@@ -237,8 +240,7 @@ def main() -> None:
     set_seed(args.seed)  # the initial weights
     model = build_model(model_args, tokenizer)
     model.config.task = data_args.task
-    batching = {"batch_order": data_args.batch_order, "batch_size_multiple": data_args.batch_size_multiple}
-    final = train_loop(model, tokenizer, dataset, args, data_args.max_tokens, **batching)
+    final = train_loop(model, tokenizer, dataset, args, batching)
     if PartialState().is_main_process:
         print(f"Saved the trained model to {final}")
 

@@ -26,7 +26,6 @@ import time
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.data.preprocessing import load_prepared_splits
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.outputs import check_output_location
 from hf_vanilla_transformer.tasks import TASKS, get_task
@@ -92,7 +91,7 @@ def main() -> None:
 
     validation = None
     if args.dataset is not None:
-        dataset_dict = load_prepared_splits(args.dataset, args.task)
+        dataset_dict = task.load_prepared(args.dataset)
         corpus = iter_dataset_texts(dataset_dict["train"], list(task.tokenizer_columns))
         validation = dataset_dict.get("validation")
     else:

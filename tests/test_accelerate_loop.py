@@ -17,6 +17,7 @@ from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
 from hf_vanilla_transformer.training import (
     LOSS_LOG_NAME,
     LOSS_PLOT_NAME,
+    BatchingArguments,
     LossPlotCallback,
     PaperSeq2SeqTrainingArguments,
     TokenBudgetSeq2SeqTrainer,
@@ -29,6 +30,7 @@ from .test_scale_out import accelerate_launch
 from .test_train_scripts import _tiny
 
 MAX_TOKENS = 40
+BATCHING = BatchingArguments(max_tokens=MAX_TOKENS)
 
 
 @pytest.fixture(scope="module")
@@ -95,7 +97,7 @@ def test_loop_computes_what_the_trainer_computes(loop, tmp_path, word_tokenizer)
     trainer_records = [r for r in _records(tmp_path / "trainer") if "loss" in r]
 
     args = loop.LoopArguments(output_dir=str(tmp_path / "loop"), **settings)
-    final = loop.train_loop(_model(dropout=0.0), word_tokenizer, features, args, MAX_TOKENS)
+    final = loop.train_loop(_model(dropout=0.0), word_tokenizer, features, args, BATCHING)
     loop_records = _records(tmp_path / "loop")
     assert [r["step"] for r in loop_records] == [r["step"] for r in trainer_records] == [2, 4, 6]
     for ours, theirs in zip(loop_records, trainer_records, strict=True):
@@ -117,7 +119,7 @@ def test_loop_resumes_exactly_like_an_uninterrupted_run(loop, tmp_path, word_tok
 
     def run(folder, **settings):
         args = loop.LoopArguments(output_dir=str(tmp_path / folder), **{**SETTINGS, **settings})
-        return loop.train_loop(_model(), word_tokenizer, features, args, MAX_TOKENS)
+        return loop.train_loop(_model(), word_tokenizer, features, args, BATCHING)
 
     uninterrupted = run("full", max_steps=8, logging_steps=1)
     run("stopped", max_steps=3, logging_steps=1)

@@ -118,7 +118,7 @@ def test_translation_tab_decodes_with_each_setting(served):
     "endpoint, text, message",
     [
         ("/generate_1", "   ", "The input is empty"),
-        ("/generate_1", "log(x)", "Not an expression the model was trained on: .*unknown name 'log'"),
+        ("/generate_1", "log(x)", "Not an input the model was trained on: .*unknown name 'log'"),
         ("/generate_1", "sin(a*x", "unbalanced parentheses"),
         (
             "/generate_1",

@@ -92,3 +92,43 @@ def test_the_package_holds_no_application():
         }
         imported |= {(node.module or "").split(".")[0] for node in top if isinstance(node, ast.ImportFrom)}
         assert not imported & gui, f"{path.relative_to(ROOT)} imports {imported & gui} when imported"
+
+
+TASK_NAMES = {"translation", "series"}
+TASK_HOMES = (PACKAGE / "tasks.py", PACKAGE / "series")
+
+
+def _switches_on_a_task_name(tree: ast.AST) -> list[int]:
+    """Lines that know about a task by its name: a comparison of something named `...task...` with a task's
+    name, a table keyed by the task names, or a registry's entry stored under one. ("translation" alone is
+    also the column of translation data, which is no task switch.)"""
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            named = any(isinstance(o, ast.Constant) and o.value in TASK_NAMES for o in operands)
+            if named and any("task" in ast.unparse(o).lower() for o in operands):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Dict):
+            if TASK_NAMES <= {k.value for k in node.keys if isinstance(k, ast.Constant)}:
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and isinstance(node.ctx, ast.Store):  # a registry's entry
+            registry = isinstance(node.value, ast.Name) and node.value.id.isupper()
+            if registry and isinstance(node.slice, ast.Constant) and node.slice.value in TASK_NAMES:
+                lines.append(node.lineno)
+    return lines
+
+
+def test_task_knowledge_has_one_home():
+    """Outside `tasks.py` and `series/`, no code switches on a task's name: it asks the `Task` object."""
+    from hf_vanilla_transformer.tasks import TASKS
+
+    assert set(TASKS) == TASK_NAMES
+    found = {}
+    for path in sorted([*MODULES, *(ROOT / "scripts").rglob("*.py")]):
+        if any(path == home or home in path.parents for home in TASK_HOMES):
+            continue
+        lines = _switches_on_a_task_name(ast.parse(path.read_text(encoding="utf-8")))
+        if lines:
+            found[str(path.relative_to(ROOT))] = lines
+    assert not found, f"code that switches on a task name outside tasks.py and series/: {found}"

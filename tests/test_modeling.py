@@ -387,20 +387,14 @@ def test_bad_config_raises_naming_values(overrides, message):
         (
             {"hidden_size": 30, "num_attention_heads": 4},
             r"`d_model` \(30\) must be divisible by `encoder_attention_heads` \(4\).*"
-            r"Choose a head count that divides 30.*`hidden_size` sets `d_model`",
+            r"Choose a head count that divides 30",
         ),
         # The alias reaches the encoder only: the decoder keeps 8 heads, which do not divide 36.
         (
             {"hidden_size": 36, "num_attention_heads": 4},
-            r"`d_model` \(36\) must be divisible by `decoder_attention_heads` \(8\).*"
-            r"`num_attention_heads` sets `encoder_attention_heads` only",
+            r"`d_model` \(36\) must be divisible by `decoder_attention_heads` \(8\)",
         ),
-        (
-            {"num_hidden_layers": 0},
-            r"`encoder_layers` must be a positive integer, got 0.*"
-            r"`num_hidden_layers` sets `encoder_layers` only",
-        ),
-        ({"d_model": 64, "hidden_size": 32}, r"both `d_model=64` and its alias `hidden_size=32`"),
+        ({"num_hidden_layers": 0}, r"`encoder_layers` must be a positive integer, got 0"),
     ],
 )
 def test_config_built_through_aliases_is_validated(aliases, message):
@@ -416,7 +410,9 @@ def test_aliases_set_what_the_docstring_says():
     )
     assert (config.d_model, config.encoder_attention_heads, config.encoder_layers) == (64, 4, 3)
     assert (config.decoder_attention_heads, config.decoder_layers) == (8, 6)  # the decoder's own values
-    # A preset override given by alias replaces the preset's field instead of clashing with it.
+    # Given both ways, the alias's value is the field's, as in transformers' own configurations.
+    assert VanillaTransformerConfig(d_model=64, hidden_size=32).d_model == 32
+    # A preset override given by alias replaces the preset's field.
     assert VanillaTransformerConfig.from_preset("transformer-tiny", hidden_size=64).d_model == 64
     with pytest.raises(CONFIG_ERRORS, match=r"`d_model` \(30\).*`encoder_attention_heads` \(4\)"):
         VanillaTransformerConfig.from_preset("transformer-tiny", hidden_size=30)

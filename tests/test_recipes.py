@@ -111,7 +111,7 @@ def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
     assert training_args.use_cpu is False
     assert training_args.save_total_limit == 6 and training_args.load_best_model_at_end is False
     if name == "series":
-        assert data_args.task == "series" and data_args.max_tokens == 4000
+        assert data_args.task == "series" and recipe_args.max_tokens == 4000
         assert (recipe_args.max_train_minutes, recipe_args.lr_scale) == (118, 0.8)
         assert (training_args.weight_decay, training_args.max_grad_norm) == (0.1, 1.0)
         # A linear decay that the clock ends, on a machine of any speed; max_steps only bounds it.
@@ -119,7 +119,7 @@ def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
         assert training_args.max_steps >= 50_000
         assert load_config_overrides(model_args.config_overrides)["d_model"] == 192
     else:
-        assert data_args.task == "translation" and data_args.max_tokens == 4096
+        assert data_args.task == "translation" and recipe_args.max_tokens == 4096
         assert (recipe_args.max_train_minutes, recipe_args.lr_scale) == (75, 0.5)
         assert (training_args.weight_decay, training_args.max_grad_norm) == (0.0, 0.0)  # the paper's
         assert training_args.warmup_steps == 600
@@ -211,7 +211,7 @@ def test_tutorial_recipe_is_the_tutorials_setup():
     assert recipe_args.paper_learning_rate is False and training_args.learning_rate == 5e-4
     assert (training_args.lr_scheduler_type, training_args.max_grad_norm) == ("constant", 1.0)
     assert (training_args.adam_beta2, training_args.adam_epsilon) == (0.999, 1e-8)
-    assert training_args.per_device_train_batch_size == 128 and data_args.max_tokens is None
+    assert training_args.per_device_train_batch_size == 128 and recipe_args.max_tokens is None
     assert (data_args.max_source_length, data_args.max_target_length) == (199, 199)
     assert recipe_args.max_train_minutes == 118  # the budget series.yaml has
 
@@ -224,6 +224,6 @@ def test_gpu_recipe_sees_more_examples_than_the_tutorial():
 
     path = RECIPES / "series_gpu.yaml"
     assert yaml.safe_load(path.read_text())["bf16"] is True and "use_cpu" not in path.read_text()
-    _, data_args, _, training_args = _parse(path, "--bf16", "false")
-    examples_per_batch = 103 * data_args.max_tokens / 4000
+    _, _, recipe_args, training_args = _parse(path, "--bf16", "false")
+    examples_per_batch = 103 * recipe_args.max_tokens / 4000
     assert training_args.max_steps * examples_per_batch >= 20_000 * 128

@@ -11,6 +11,7 @@ from datasets import Dataset, DatasetDict
 from transformers import AutoModelForSeq2SeqLM
 
 from hf_vanilla_transformer.data.translation import load_parallel_text, load_translation_dataset
+from hf_vanilla_transformer.errors import MissingPathError, UsageError
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
 from hf_vanilla_transformer.saving import (
     check_model_location,
@@ -258,3 +259,26 @@ def test_a_model_given_for_another_task_is_refused_naming_both(multi30k, tmp_pat
     (old / "eval-test-greedy.json").unlink()
     (old / "eval-test-beam4-lp0.6.json").unlink()
     assert model_task(model, old) is None  # unknown: nothing is refused
+
+
+@pytest.mark.parametrize("name", sorted(TASKS))
+def test_each_task_holds_what_the_tools_ask_of_it(name, tmp_path):
+    """The demo page, the attention plot, the pipeline and the data errors ask the task object, never its
+    name: its examples pass its own input check; an empty folder is refused, naming the script that fills
+    it."""
+    task = get_task(name)
+    assert task.input_label and task.input_hint and task.demo_examples
+    for example in task.demo_examples:
+        task.check_input(example)
+    with pytest.raises(
+        MissingPathError, match=r"Make one with `python scripts/(prepare_translation|generate_series)"
+    ):
+        task.load_prepared(tmp_path)
+    assert task.data_made_by.startswith("python scripts/")
+
+
+def test_only_the_series_task_refuses_input_outside_a_grammar():
+    with pytest.raises(UsageError, match="log"):
+        get_task("series").check_input("log(x)")
+    get_task("translation").check_input("log(x)")  # a sentence may be anything
+    assert get_task("series").expands_with_cas and not get_task("translation").expands_with_cas

@@ -51,7 +51,7 @@ def test_wmt14_recipes_are_the_papers(size):
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon, args.max_grad_norm) == (0.9, 0.98, 1e-9, 0)
     assert recipe_args.lr_scale == 1.0 and recipe_args.max_train_minutes is None and args.bf16
     # About 25,000 tokens a side per step on 8 GPUs: the budget counts the longer side with padding.
-    assert 25_000 <= 8 * data_args.max_tokens * args.gradient_accumulation_steps <= 30_000
+    assert 25_000 <= 8 * recipe_args.max_tokens * args.gradient_accumulation_steps <= 30_000
     config = VanillaTransformerConfig.from_preset(preset, vocab_size=37_000)
     assert (config.dropout, config.label_smoothing) == (dropout, 0.1)
     with torch.device("meta"):

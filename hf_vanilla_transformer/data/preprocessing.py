@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 from typing import Any
 
 from datasets import DatasetDict
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase
 
-from ..errors import MissingPathError, UsageError
+from ..errors import UsageError
 
 logger = logging.getLogger(__name__)
 
@@ -150,26 +149,3 @@ def build_seq2seq_collator(
         label_pad_token_id=LABEL_PAD_TOKEN_ID,
         pad_to_multiple_of=pad_to_multiple_of,
     )
-
-
-# What writes a prepared data set for each task, for the error that asks for one.
-PREPARED_DATA_MADE_BY = {
-    "series": "python scripts/generate_series.py --output_dir <folder>",
-    "translation": (
-        "python scripts/prepare_translation.py --dataset <Hub name or folder> --output_dir <folder>"
-    ),
-}
-
-
-def load_prepared_splits(folder: str | Path, task: str) -> DatasetDict:
-    """The splits a data script saved (`save_to_disk`), or an error saying which script makes them."""
-    import datasets
-
-    path = Path(folder)
-    if not (path / "dataset_dict.json").is_file():
-        state = "holds no prepared data set (no dataset_dict.json)" if path.is_dir() else "does not exist"
-        raise MissingPathError(
-            f"{folder} {state}. Make one with `{PREPARED_DATA_MADE_BY[task]}` (the recipes in "
-            "scripts/recipes/ do it first)."
-        )
-    return datasets.load_from_disk(str(path))

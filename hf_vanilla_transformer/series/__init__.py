@@ -13,3 +13,13 @@ One module per concern:
 - `equivalence`: symbolic comparison of a prediction with its reference, in a worker with a time limit;
 - `reports`: exact match broken down by length, arithmetic, number of terms and overlap with training data.
 """
+
+
+def register_input_check() -> None:
+    """Have the package's pipeline refuse series input outside the grammar (`grammar.check_model_input`),
+    outside which a series model still answers, confidently and wrongly (`pipeline_seq2seq.INPUT_CHECKS`,
+    keyed by the task a model's config names)."""
+    from ..pipeline_seq2seq import INPUT_CHECKS
+    from .grammar import check_model_input
+
+    INPUT_CHECKS["series"] = check_model_input

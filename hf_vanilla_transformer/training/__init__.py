@@ -1,7 +1,7 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
-`batching` (token-budget batches), `logs` (loss log and curves), `budget` (training by the clock),
-`averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and what training builds from
-them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
+`batching` (token-budget batches and their options), `logs` (loss log and curves), `budget` (training by the
+clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and what training
+builds from them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
 token-budget batches, with full weights gathered under FSDP and DeepSpeed) and `tied_weights_warning` (the
 resume warning about tied copies, silenced). Their public names are importable from here. The Trainer is
 the package's one training engine; `scripts/train_accelerate.py` is a plain loop for users who write
@@ -30,6 +30,7 @@ from .arguments import (
 from .averaging import average_checkpoints, last_checkpoints
 from .batching import (
     BATCH_ORDERS,
+    BatchingArguments,
     TokenBudgetBatchSampler,
     example_lengths,
     example_sizes,
@@ -50,6 +51,7 @@ from .trainer import (
 
 __all__ = [
     "BATCH_ORDERS",
+    "BatchingArguments",
     "FullWeightsCallback",
     "LOSS_LOG_NAME",
     "LOSS_PLOT_NAME",

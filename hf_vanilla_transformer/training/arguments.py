@@ -20,6 +20,7 @@ from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..outputs import check_not_a_file
 from ..tasks import DataArguments, prepare_dataset
+from .batching import BatchingArguments
 from .budget import TimeBudget
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME
 from .schedules import paper_peak_learning_rate
@@ -58,9 +59,9 @@ RUN_FILES = ("checkpoint-*", "state-*", "final", LOSS_LOG_NAME, LOSS_PLOT_NAME)
 
 
 @dataclass
-class RecipeArguments:
-    """How the learning rate is set and how long training may take (the rest of the recipe is in
-    `PaperSeq2SeqTrainingArguments`)."""
+class RecipeArguments(BatchingArguments):
+    """How batches are made (`BatchingArguments`), how the learning rate is set and how long training may
+    take (the rest of the recipe is in `PaperSeq2SeqTrainingArguments`)."""
 
     paper_learning_rate: bool = field(
         default=True,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
 
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
@@ -14,6 +15,42 @@ from ..errors import UsageError
 # target (a batch's padded size), then by target length. "source_length": by source length, then by target
 # length, as fairseq's `LanguagePairDataset` orders them.
 BATCH_ORDERS = ("padded_length", "source_length")
+
+
+@dataclass
+class BatchingArguments:
+    """How training batches are made: by a token budget (`max_tokens`, the samplers below), or, without one,
+    by the Trainer's `per_device_train_batch_size`."""
+
+    max_tokens: int | None = field(
+        default=None,
+        metadata={
+            "help": "Token budget per training batch, batching similar lengths (§5.1; fairseq's "
+            "--max-tokens). Replaces per_device_train_batch_size."
+        },
+    )
+    batch_order: str = field(
+        default="padded_length",
+        metadata={
+            "help": "How examples are sorted before they are cut into token-budget batches: padded_length "
+            "(the longer of source and target, then target length) or source_length (source, then target "
+            "length, as fairseq orders them).",
+            "choices": list(BATCH_ORDERS),
+        },
+    )
+    batch_size_multiple: int = field(
+        default=1,
+        metadata={
+            "help": "Token-budget batches hold a multiple of this many sentences (the remainder starts the "
+            "next batch), as fairseq's --required-batch-size-multiple (8 there)."
+        },
+    )
+
+    def __post_init__(self):
+        if self.max_tokens is not None and self.max_tokens < 1:
+            raise UsageError(f"`max_tokens` must be 1 or more, got {self.max_tokens}.")
+        if self.batch_size_multiple < 1:
+            raise UsageError(f"`batch_size_multiple` must be 1 or more, got {self.batch_size_multiple}.")
 
 
 class TokenBudgetBatchSampler(BatchRebalanceSampler):

@@ -196,9 +196,9 @@ def build_trainer(
         if training_args.predict_with_generate
         else None,
         callbacks=callbacks,
-        max_tokens=data_args.max_tokens,
-        batch_order=data_args.batch_order,
-        batch_size_multiple=data_args.batch_size_multiple,
+        max_tokens=recipe_args.max_tokens,
+        batch_order=recipe_args.batch_order,
+        batch_size_multiple=recipe_args.batch_size_multiple,
         clock_decay=budget if recipe_args.decay_by_clock else None,
         max_warmup_fraction=recipe_args.max_warmup_fraction,
     )

@@ -12,7 +12,6 @@ from numbers import Real
 from typing import Any, ClassVar
 
 from huggingface_hub.dataclasses import strict, validated_field
-from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
@@ -70,14 +69,9 @@ def _positive_int(value: Any) -> None:
         raise ValueError(f"must be a positive integer, got {value!r}.")
 
 
-def _optional(check):
-    """`check`, letting `None` through (a field whose `None` means a value derived in `__post_init__`)."""
-
-    def optional(value: Any) -> None:
-        if value is not None:
-            check(value)
-
-    return optional
+def _optional_positive_int(value: Any) -> None:
+    if value is not None:
+        _positive_int(value)
 
 
 def _probability(value: Any) -> None:
@@ -93,22 +87,8 @@ def _choice(choices: tuple[str, ...]):
     return check
 
 
-# The fields named by `VanillaTransformerConfig.attribute_map`'s aliases, with the paper's values. Their
-# dataclass default is `None`, resolved in `__post_init__`, so that a field given both ways is seen as such.
-_ALIASED_DEFAULTS = {"d_model": 512, "encoder_attention_heads": 8, "encoder_layers": 6}
-
-# What each alias of `VanillaTransformerConfig.attribute_map` sets, for error messages.
-_ALIAS_NOTES = {
-    "hidden_size": "`hidden_size` sets `d_model`",
-    "num_attention_heads": "`num_attention_heads` sets `encoder_attention_heads` only, not "
-    "`decoder_attention_heads`",
-    "num_hidden_layers": "`num_hidden_layers` sets `encoder_layers` only, not `decoder_layers`",
-}
-
-
-def _positive(default: int | None):
-    check = _optional(_positive_int) if default is None else _positive_int
-    return validated_field(check, default=default)
+def _positive(default: int):
+    return validated_field(_positive_int, default=default)
 
 
 def _probability_field(default: float):
@@ -173,13 +153,13 @@ class VanillaTransformerConfig(PreTrainedConfig):
     `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
     `encoder_layers`, the encoder's values only: the decoder keeps its own `decoder_attention_heads` and
     `decoder_layers` (8 and 6 by default), so `num_attention_heads=4` leaves the decoder with 8 heads. A field
-    given both by its name and by its alias is refused.
+    given both ways takes the alias's value, as in transformers' own configurations.
 
     The configuration is a `@strict` dataclass, as transformers' own are: each field is checked alone whenever
     it is set (`config.dropout = 1.5` raises `StrictDataclassFieldValidationError`), and how fields combine
     (`d_model` divisible by the head counts, one vocabulary when shared) is checked by
-    `validate_architecture` at construction (`StrictDataclassClassValidationError`, naming an alias's reach
-    when aliases were given), when a model is built from the configuration and by
+    `validate_architecture` at construction (`StrictDataclassClassValidationError`), when a model is built
+    from the configuration and by
     `save_pretrained`, so that fields can be edited one at a time through states that do not fit together
     yet. Both errors name the values and the fix.
     """
@@ -195,11 +175,11 @@ class VanillaTransformerConfig(PreTrainedConfig):
     }
 
     vocab_size: int = _positive(37000)
-    decoder_vocab_size: int | None = _positive(None)
-    d_model: int | None = _positive(None)  # None: 512, the paper's (see _ALIASED_DEFAULTS)
-    encoder_layers: int | None = _positive(None)  # None: 6
+    decoder_vocab_size: int | None = validated_field(_optional_positive_int, default=None)
+    d_model: int = _positive(512)
+    encoder_layers: int = _positive(6)
     decoder_layers: int = _positive(6)
-    encoder_attention_heads: int | None = _positive(None)  # None: 8
+    encoder_attention_heads: int = _positive(8)
     decoder_attention_heads: int = _positive(8)
     encoder_ffn_dim: int = _positive(2048)
     decoder_ffn_dim: int = _positive(2048)
@@ -219,7 +199,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     layer_norm_eps: float = 1e-5
     init_std: float | None = None
     init_method: str = validated_field(_choice(INIT_METHODS), default="fairseq")
-    task: str | None = validated_field(_optional(_choice(MODEL_TASKS)), default=None)
+    task: str | None = validated_field(_choice((None, *MODEL_TASKS)), default=None)
     use_cache: bool = True
     is_encoder_decoder: bool = True
     # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.
@@ -229,37 +209,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
     decoder_start_token_id: int | None = 1
 
     def __post_init__(self, **kwargs):
-        # The base class would set alias keywords (`hidden_size=...`) after this method returns, past the
-        # checks below; set them on their fields first, so that the checks see the values the model will use.
-        aliases = {alias: kwargs.pop(alias) for alias in self.attribute_map if alias in kwargs}
-        for alias, value in aliases.items():
-            name = self.attribute_map[alias]
-            current = getattr(self, name)
-            if current is not None and current != value:
-                raise StrictDataclassFieldValidationError(
-                    name,
-                    ValueError(f"Got both `{name}={current!r}` and its alias `{alias}={value!r}`: pass one."),
-                )
-            try:
-                setattr(self, name, value)
-            except StrictDataclassFieldValidationError as error:
-                raise StrictDataclassFieldValidationError(
-                    name, ValueError(f"`{name}` {error.__cause__} (Given by alias: {_ALIAS_NOTES[alias]}.)")
-                ) from None
-        for name, default in _ALIASED_DEFAULTS.items():
-            if getattr(self, name) is None:
-                setattr(self, name, default)
         if self.decoder_vocab_size is None:
             self.decoder_vocab_size = self.vocab_size
-        if aliases:
-            # `@strict` checks the architecture once this method returns; an alias's reach is named here.
-            try:
-                self.validate_architecture()
-            except ValueError as error:
-                given = "; ".join(_ALIAS_NOTES[alias] for alias in aliases)
-                raise StrictDataclassClassValidationError(
-                    "validate_architecture", ValueError(f"{error} (Given by alias: {given}.)")
-                ) from None
         super().__post_init__(**kwargs)
 
     @classmethod
@@ -273,8 +224,9 @@ class VanillaTransformerConfig(PreTrainedConfig):
     def validate_architecture(self) -> None:
         """Part of `@strict`'s validation (at construction, `save_pretrained` and when a model is built):
         reject configurations that cannot build a working model, naming the values and the fix. Each field
-        is checked alone as it is set; an alias (`config.hidden_size = ...`) is checked here."""
-        for name in _ALIASED_DEFAULTS:
+        is checked alone as it is set; a value set by alias (`config.hidden_size = ...`) bypasses that check,
+        so the aliased fields are checked here too."""
+        for name in self.attribute_map.values():
             try:
                 _positive_int(getattr(self, name))
             except ValueError as error:
@@ -307,8 +259,6 @@ class VanillaTransformerConfig(PreTrainedConfig):
         """Build a named preset (see `PRESETS`), with keyword overrides (e.g. `vocab_size=8000`)."""
         if name not in PRESETS:
             raise ValueError(f"Unknown preset {name!r}; available presets: {', '.join(PRESETS)}.")
-        # An override given by alias (`hidden_size=64`) replaces the preset's value of the field it names.
-        overrides = {cls.attribute_map.get(key, key): value for key, value in overrides.items()}
         return cls(**{**PRESETS[name], **overrides})
 
 

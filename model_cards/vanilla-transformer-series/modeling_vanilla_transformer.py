@@ -1,8 +1,11 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017) for transformers v5.
 
-Laid out bottom-up like `transformers/models/marian/modeling_marian.py`: helpers, positions, attention,
-layers, pre-trained base class, encoder, decoder, bare model, model with a language-modelling head.
-Section numbers (§) refer to the paper.
+Read top to bottom it is the paper's model, bottom-up as in `transformers/models/marian/modeling_marian.py`:
+positions, attention, the feed-forward network, the residual sublayer (post- or pre-LN), the encoder and
+decoder layers, the pre-trained base class (initialisation), the encoder and decoder stacks, the bare model,
+and the model with its output projection and loss. Within each class the paper comes first; what transformers
+needs of it (weight ties, resizing, cache names, load errors) follows under a "transformers' plumbing"
+comment, and the module-level plumbing closes the file. Section numbers (§) refer to the paper.
 
 This file imports only `torch`, `transformers` (and `safetensors`, which transformers requires) and its
 sibling configuration file, so that a saved model folder can carry it for `trust_remote_code` loading. What
@@ -32,64 +35,6 @@ from transformers.modeling_outputs import (
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
-
-# transformers 5.24 renamed the decoder cache from `past_key_values` to `cache`: `generate()` passes `cache=`
-# and reads `outputs.cache`, and the output classes have a `cache` field (the old name is a deprecated alias
-# there). The model takes either name and returns its cache under the field the installed release defines, so
-# that one saved folder decodes correctly under releases before and after the rename.
-CACHE_NAMES = ("cache", "past_key_values")
-# Read once at import (the output classes of one release all use one name), so that a compiled decoding step
-# sees a constant.
-CACHE_FIELD = (
-    "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
-)
-
-
-class UnreadableWeightsError(OSError):
-    """A saved folder's weights file is truncated or corrupt: the user downloads or saves the model again."""
-
-
-def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    if cache is not None and past_key_values is not None:
-        raise TypeError(
-            "Got both `cache` and `past_key_values`: they are one argument, named `cache` since "
-            "transformers 5.24 and `past_key_values` before. Pass only one of them."
-        )
-    if past_key_values is not None and CACHE_FIELD == "cache" and not torch.compiler.is_compiling():
-        # As transformers' own models warn from 5.24 on (a FutureWarning: DeprecationWarnings are hidden).
-        warnings.warn(
-            "`past_key_values` is deprecated since transformers 5.24, which renamed it. Use `cache` instead.",
-            FutureWarning,
-            stacklevel=3,
-        )
-    return past_key_values if cache is None else cache
-
-
-def _reject_unused(kwargs: dict, where: str) -> None:
-    """Fail on keyword arguments the model does not read: dropped silently, a renamed argument (as the cache
-    was in transformers 5.24) makes the model compute something else with no error."""
-    if kwargs:
-        raise TypeError(
-            f"{where} got keyword argument(s) it does not use: {', '.join(sorted(kwargs))}. Remove them. "
-            "If transformers itself passes them (a newer release renaming an argument), this model folder's "
-            "code is older than the release: update it with `python scripts/update_model_code.py --model "
-            "<folder>` from hf-vanilla-transformer, or install a supported transformers version."
-        )
-
-
-def shift_tokens_right(
-    input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int
-) -> torch.Tensor:
-    """Teacher forcing input: prepend the start token, drop the last label, and turn -100 into padding."""
-    if pad_token_id is None:
-        raise ValueError("`config.pad_token_id` must be set to build decoder inputs from labels.")
-    if decoder_start_token_id is None:
-        raise ValueError("`config.decoder_start_token_id` must be set to build decoder inputs from labels.")
-    shifted = input_ids.new_zeros(input_ids.shape)
-    shifted[:, 1:] = input_ids[:, :-1].clone()
-    shifted[:, 0] = decoder_start_token_id
-    shifted.masked_fill_(shifted == -100, pad_token_id)
-    return shifted
 
 
 def sinusoidal_position_table(num_positions: int, dim: int, layout: str = "interleaved") -> torch.Tensor:
@@ -302,18 +247,35 @@ class VanillaTransformerFeedForward(nn.Module):
         return self.fc2(hidden_states)
 
 
-class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
-    """Encoder layer, §3.1: self-attention, then the feed-forward network.
+class VanillaTransformerResidualLayer(GradientCheckpointingLayer):
+    """What every encoder and decoder layer is made of (§3.1): residual sublayers with dropout on their output
+    (§5.4). The paper's order is post-LN, LayerNorm(x + Dropout(Sublayer(x))); `normalize_before=True` is
+    pre-LN, x + Dropout(Sublayer(LayerNorm(x))). Both orders use the same LayerNorm modules, so a checkpoint
+    has the same keys either way."""
 
-    Each is a residual sublayer with dropout on its output (§5.4): LayerNorm(x + Dropout(Sublayer(x))) in
-    the paper (post-LN), or x + Dropout(Sublayer(LayerNorm(x))) with `normalize_before=True` (pre-LN). Both
-    orders use the same LayerNorm modules, so a checkpoint has the same keys either way.
-    """
-
-    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+    def __init__(self, config: VanillaTransformerConfig):
         super().__init__()
         self.normalize_before = config.normalize_before
         self.dropout = config.dropout
+
+    def residual(
+        self,
+        hidden_states: torch.Tensor,
+        layer_norm: nn.LayerNorm,
+        sublayer: Callable[[torch.Tensor], tuple[torch.Tensor, torch.Tensor | None]],
+    ) -> tuple[torch.Tensor, torch.Tensor | None]:
+        """One residual sublayer around `sublayer`, which returns its output and its attention weights (or
+        `None`); returns the new hidden states and those weights."""
+        output, weights = sublayer(layer_norm(hidden_states) if self.normalize_before else hidden_states)
+        hidden_states = hidden_states + nn.functional.dropout(output, p=self.dropout, training=self.training)
+        return (hidden_states if self.normalize_before else layer_norm(hidden_states)), weights
+
+
+class VanillaTransformerEncoderLayer(VanillaTransformerResidualLayer):
+    """Encoder layer, §3.1: self-attention, then the feed-forward network, each a residual sublayer."""
+
+    def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
+        super().__init__(config)
         self.self_attn = VanillaTransformerAttention(
             config, config.encoder_attention_heads, layer_idx=layer_idx
         )
@@ -327,41 +289,25 @@ class VanillaTransformerEncoderLayer(GradientCheckpointingLayer):
         attention_mask: torch.Tensor | None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None]:
-        residual = hidden_states  # (B, T, d_model)
-        if self.normalize_before:
-            hidden_states = self.self_attn_layer_norm(hidden_states)
-        hidden_states, attn_weights = self.self_attn(
-            hidden_states, attention_mask=attention_mask, output_attentions=output_attentions
+        hidden_states, attn_weights = self.residual(
+            hidden_states,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(x, attention_mask=attention_mask, output_attentions=output_attentions),
         )
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = residual + hidden_states
-        if not self.normalize_before:
-            hidden_states = self.self_attn_layer_norm(hidden_states)
-
-        residual = hidden_states
-        if self.normalize_before:
-            hidden_states = self.final_layer_norm(hidden_states)
-        hidden_states = self.mlp(hidden_states)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = residual + hidden_states
-        if not self.normalize_before:
-            hidden_states = self.final_layer_norm(hidden_states)
-        return hidden_states, attn_weights
+        hidden_states, _ = self.residual(hidden_states, self.final_layer_norm, lambda x: (self.mlp(x), None))
+        return hidden_states, attn_weights  # (B, T, d_model)
 
 
-class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
+class VanillaTransformerDecoderLayer(VanillaTransformerResidualLayer):
     """Decoder layer, §3.1: masked self-attention, encoder-decoder attention, then the feed-forward network,
-    each a residual sublayer wired as in [`VanillaTransformerEncoderLayer`]. The causal mask keeps position i
-    from attending to positions after i.
+    each a residual sublayer. The causal mask keeps position i from attending to positions after i.
 
     Without `encoder_hidden_states` the encoder-decoder attention sublayer is skipped, as in Marian's and
     BART's decoder layers, and the layer is that of a decoder-only language model.
     """
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
-        super().__init__()
-        self.normalize_before = config.normalize_before
-        self.dropout = config.dropout
+        super().__init__(config)
         self.self_attn = VanillaTransformerAttention(
             config, config.decoder_attention_heads, is_causal=True, layer_idx=layer_idx
         )
@@ -382,47 +328,29 @@ class VanillaTransformerDecoderLayer(GradientCheckpointingLayer):
         cache: Cache | None = None,
         output_attentions: bool = False,
     ) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
-        residual = hidden_states  # (B, T, d_model)
-        if self.normalize_before:
-            hidden_states = self.self_attn_layer_norm(hidden_states)
-        hidden_states, self_attn_weights = self.self_attn(
+        hidden_states, self_attn_weights = self.residual(
             hidden_states,
-            cache=cache,
-            attention_mask=attention_mask,
-            output_attentions=output_attentions,
+            self.self_attn_layer_norm,
+            lambda x: self.self_attn(
+                x, cache=cache, attention_mask=attention_mask, output_attentions=output_attentions
+            ),
         )
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = residual + hidden_states
-        if not self.normalize_before:
-            hidden_states = self.self_attn_layer_norm(hidden_states)
-
         cross_attn_weights = None
         if encoder_hidden_states is not None:
-            residual = hidden_states
-            if self.normalize_before:
-                hidden_states = self.encoder_attn_layer_norm(hidden_states)
             # Queries from the decoder, keys and values from the encoder output (§3.2.3).
-            hidden_states, cross_attn_weights = self.encoder_attn(
+            hidden_states, cross_attn_weights = self.residual(
                 hidden_states,
-                key_value_states=encoder_hidden_states,
-                cache=cache,
-                attention_mask=encoder_attention_mask,
-                output_attentions=output_attentions,
+                self.encoder_attn_layer_norm,
+                lambda x: self.encoder_attn(
+                    x,
+                    key_value_states=encoder_hidden_states,
+                    cache=cache,
+                    attention_mask=encoder_attention_mask,
+                    output_attentions=output_attentions,
+                ),
             )
-            hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
-            hidden_states = residual + hidden_states
-            if not self.normalize_before:
-                hidden_states = self.encoder_attn_layer_norm(hidden_states)
-
-        residual = hidden_states
-        if self.normalize_before:
-            hidden_states = self.final_layer_norm(hidden_states)
-        hidden_states = self.mlp(hidden_states)
-        hidden_states = nn.functional.dropout(hidden_states, p=self.dropout, training=self.training)
-        hidden_states = residual + hidden_states
-        if not self.normalize_before:
-            hidden_states = self.final_layer_norm(hidden_states)
-        return hidden_states, self_attn_weights, cross_attn_weights
+        hidden_states, _ = self.residual(hidden_states, self.final_layer_norm, lambda x: (self.mlp(x), None))
+        return hidden_states, self_attn_weights, cross_attn_weights  # (B, T, d_model), weights
 
 
 class VanillaTransformerPreTrainedModel(PreTrainedModel):
@@ -434,46 +362,12 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = False
     _supports_flex_attn = False
-    # Device placement (`device_map`) must not move the cache between layers, under either of its names.
-    _skip_keys_device_placement = list(CACHE_NAMES)
+    # Device placement (`device_map`) must not move the cache between layers, under either of its names
+    # (`CACHE_NAMES`).
+    _skip_keys_device_placement = ["cache", "past_key_values"]
     # Declares, as Marian does, that a decoding step traces to one graph (no data-dependent Python), so that
     # generate(cache_implementation="static") can compile it; tests/test_modeling.py checks it.
     _can_compile_fullgraph = True
-
-    def __init__(self, config: VanillaTransformerConfig, *inputs, **kwargs):
-        # One shared vocabulary has one size, `vocab_size`: the decoder's follows it (Marian sizes its decoder
-        # by `vocab_size` when shared), so that a configuration whose `vocab_size` was set alone, as
-        # transformers' common tests and resizing do, builds one model.
-        if config.share_encoder_decoder_embeddings:
-            config.decoder_vocab_size = config.vocab_size
-        # A configuration checks each field alone when it is set after construction; how the fields combine
-        # (heads dividing d_model) is checked here, before any layer is sized.
-        config.validate()
-        super().__init__(config, *inputs, **kwargs)
-
-    @classmethod
-    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
-        try:
-            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
-        except SafetensorError as error:
-            # safetensors' own message ("Error while deserializing header") names neither file nor remedy.
-            raise UnreadableWeightsError(
-                f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file there "
-                f"is truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
-            ) from error
-
-    def tie_weights(self, *args, **kwargs):
-        """transformers' tying of Parameters, then one step more: where the stacks share one vocabulary
-        (§3.4), their `embed_tokens` become the `shared` module itself. Sharding engines group modules, not
-        Parameters: Accelerate's FSDP2 wrapping shards `get_input_embeddings()` with the output layer in a
-        group of their own, and torch refuses a Parameter that another module outside that group still holds.
-        One module is wrapped once wherever it appears. Only Parameters already tied are joined:
-        `from_pretrained` builds the model untied and loads the holders one by one (so that a checkpoint
-        without the matrix is reported missing), then calls this."""
-        super().tie_weights(*args, **kwargs)
-        for module in self.modules():
-            if isinstance(module, VanillaTransformerModel):
-                module.share_embedding_module()
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
@@ -509,6 +403,43 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                 init.normal_(module.weight, mean=0.0, std=embed_std)
             else:
                 init.copy_(module.weight, sinusoidal_position_table(*module.weight.shape, module.layout))
+
+    # transformers' plumbing: the configuration checked before sizing, readable load errors, module ties.
+
+    def __init__(self, config: VanillaTransformerConfig, *inputs, **kwargs):
+        # One shared vocabulary has one size, `vocab_size`: the decoder's follows it (Marian sizes its decoder
+        # by `vocab_size` when shared), so that a configuration whose `vocab_size` was set alone, as
+        # transformers' common tests and resizing do, builds one model.
+        if config.share_encoder_decoder_embeddings:
+            config.decoder_vocab_size = config.vocab_size
+        # A configuration checks each field alone when it is set after construction; how the fields combine
+        # (heads dividing d_model) is checked here, before any layer is sized.
+        config.validate()
+        super().__init__(config, *inputs, **kwargs)
+
+    @classmethod
+    def from_pretrained(cls, pretrained_model_name_or_path, *model_args, **kwargs):
+        try:
+            return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
+        except SafetensorError as error:
+            # safetensors' own message ("Error while deserializing header") names neither file nor remedy.
+            raise UnreadableWeightsError(
+                f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file there "
+                f"is truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
+            ) from error
+
+    def tie_weights(self, *args, **kwargs):
+        """transformers' tying of Parameters, then one step more: where the stacks share one vocabulary
+        (§3.4), their `embed_tokens` become the `shared` module itself. Sharding engines group modules, not
+        Parameters: Accelerate's FSDP2 wrapping shards `get_input_embeddings()` with the output layer in a
+        group of their own, and torch refuses a Parameter that another module outside that group still holds.
+        One module is wrapped once wherever it appears. Only Parameters already tied are joined:
+        `from_pretrained` builds the model untied and loads the holders one by one (so that a checkpoint
+        without the matrix is reported missing), then calls this."""
+        super().tie_weights(*args, **kwargs)
+        for module in self.modules():
+            if isinstance(module, VanillaTransformerModel):
+                module.share_embedding_module()
 
 
 class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
@@ -727,48 +658,6 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         self.decoder = VanillaTransformerDecoder(config)
         self.post_init()
 
-    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
-        """transformers ties no weight at all when `config.tie_word_embeddings` is off. Here that flag
-        concerns `lm_head` only; `share_encoder_decoder_embeddings` alone decides whether the stacks share
-        their input embeddings. transformers has no public switch for a tie that does not follow
-        `tie_word_embeddings` (Marian shares the same limit), so this overrides the method `post_init` reads;
-        tests/test_loading.py pins the ties of every layout through save and reload."""
-        if all_submodels or not self.config.share_encoder_decoder_embeddings:
-            return super().get_expanded_tied_weights_keys(all_submodels)
-        return dict(self._tied_weights_keys)
-
-    def share_embedding_module(self) -> None:
-        """Make the stacks' `embed_tokens` the `shared` module once their weights are its Parameter
-        (`tie_weights` says why)."""
-        if not self.config.share_encoder_decoder_embeddings:
-            return
-        stacks = (self.encoder, self.decoder)
-        if all(stack.embed_tokens.weight is self.shared.weight for stack in stacks):
-            for stack in stacks:
-                stack.embed_tokens = self.shared
-
-    def get_input_embeddings(self) -> nn.Embedding:
-        return self.encoder.embed_tokens
-
-    def set_input_embeddings(self, value: nn.Embedding) -> None:
-        self.encoder.embed_tokens = value
-        if self.config.share_encoder_decoder_embeddings:
-            self.shared = value
-            self.decoder.embed_tokens = value
-
-    def resize_token_embeddings(
-        self,
-        new_num_tokens: int | None = None,
-        pad_to_multiple_of: int | None = None,
-        mean_resizing: bool = True,
-    ) -> nn.Embedding:
-        """Resize the source vocabulary (`vocab_size`). With one shared vocabulary (§3.4) the decoder's
-        embeddings are the same matrix, and `decoder_vocab_size` follows."""
-        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        if self.config.share_encoder_decoder_embeddings:
-            self.config.decoder_vocab_size = self.config.vocab_size
-        return embeddings
-
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -834,6 +723,65 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
         return output if return_dict is not False else output.to_tuple()
 
+    # transformers' plumbing: weight ties, embedding access and resizing.
+
+    def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
+        """transformers ties no weight at all when `config.tie_word_embeddings` is off. Here that flag
+        concerns `lm_head` only; `share_encoder_decoder_embeddings` alone decides whether the stacks share
+        their input embeddings. transformers has no public switch for a tie that does not follow
+        `tie_word_embeddings` (Marian shares the same limit), so this overrides the method `post_init` reads;
+        tests/test_loading.py pins the ties of every layout through save and reload."""
+        if all_submodels or not self.config.share_encoder_decoder_embeddings:
+            return super().get_expanded_tied_weights_keys(all_submodels)
+        return dict(self._tied_weights_keys)
+
+    def share_embedding_module(self) -> None:
+        """Make the stacks' `embed_tokens` the `shared` module once their weights are its Parameter
+        (`tie_weights` says why)."""
+        if not self.config.share_encoder_decoder_embeddings:
+            return
+        stacks = (self.encoder, self.decoder)
+        if all(stack.embed_tokens.weight is self.shared.weight for stack in stacks):
+            for stack in stacks:
+                stack.embed_tokens = self.shared
+
+    def get_input_embeddings(self) -> nn.Embedding:
+        return self.encoder.embed_tokens
+
+    def set_input_embeddings(self, value: nn.Embedding) -> None:
+        self.encoder.embed_tokens = value
+        if self.config.share_encoder_decoder_embeddings:
+            self.shared = value
+            self.decoder.embed_tokens = value
+
+    def resize_token_embeddings(
+        self,
+        new_num_tokens: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        mean_resizing: bool = True,
+    ) -> nn.Embedding:
+        """Resize the source vocabulary (`vocab_size`). With one shared vocabulary (§3.4) the decoder's
+        embeddings are the same matrix, and `decoder_vocab_size` follows."""
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        if self.config.share_encoder_decoder_embeddings:
+            self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
+
+
+def shift_tokens_right(
+    input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int
+) -> torch.Tensor:
+    """Teacher forcing input: prepend the start token, drop the last label, and turn -100 into padding."""
+    if pad_token_id is None:
+        raise ValueError("`config.pad_token_id` must be set to build decoder inputs from labels.")
+    if decoder_start_token_id is None:
+        raise ValueError("`config.decoder_start_token_id` must be set to build decoder inputs from labels.")
+    shifted = input_ids.new_zeros(input_ids.shape)
+    shifted[:, 1:] = input_ids[:, :-1].clone()
+    shifted[:, 0] = decoder_start_token_id
+    shifted.masked_fill_(shifted == -100, pad_token_id)
+    return shifted
+
 
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
     """The Transformer with its output projection and softmax (§3.4): the model to train and to `generate()`
@@ -865,60 +813,6 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         self.generation_config.length_penalty = 0.6
         self.generation_config.early_stopping = True
         self.generation_config.max_length = min(512, config.max_position_embeddings)
-
-    def get_encoder(self):
-        return self.model.encoder
-
-    def get_decoder(self):
-        return self.model.decoder
-
-    def get_output_embeddings(self) -> nn.Linear:
-        return self.lm_head
-
-    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
-        self.lm_head = new_embeddings
-
-    def resize_token_embeddings(
-        self,
-        new_num_tokens: int | None = None,
-        pad_to_multiple_of: int | None = None,
-        mean_resizing: bool = True,
-    ) -> nn.Embedding:
-        """Resize the source vocabulary (`vocab_size`), as users do after adding tokens to the tokenizer.
-
-        With one shared vocabulary (§3.4) that is every embedding and the output layer (its bias included),
-        and `decoder_vocab_size` follows. With separate vocabularies it is the encoder's embeddings only; the
-        target side is resized by [`resize_decoder_token_embeddings`], as in `MarianMTModel`.
-        """
-        if not self.config.share_encoder_decoder_embeddings:
-            return self.model.resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
-        self.config.decoder_vocab_size = self.config.vocab_size
-        return embeddings
-
-    def resize_decoder_token_embeddings(
-        self, new_num_tokens: int, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
-    ) -> nn.Embedding:
-        """Resize the target vocabulary of a model with separate vocabularies: the decoder's embeddings, the
-        output layer and `decoder_vocab_size`."""
-        if self.config.share_encoder_decoder_embeddings:
-            raise ValueError(
-                "This model has one vocabulary for source and target "
-                "(`share_encoder_decoder_embeddings=True`): resize it with `resize_token_embeddings`."
-            )
-        decoder = self.model.decoder
-        # transformers has no public call that resizes an embedding other than the input one. These helpers
-        # are the ones its `resize_token_embeddings` and MarianMTModel's `resize_decoder_token_embeddings`
-        # use; tests/test_resize.py pins what they do here (rows kept, new rows added, tying, save and
-        # reload).
-        decoder.embed_tokens = self._get_resized_embeddings(
-            decoder.embed_tokens, new_num_tokens, pad_to_multiple_of, mean_resizing
-        )
-        new_num_tokens = decoder.embed_tokens.weight.shape[0]
-        self.lm_head = self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing)
-        self.config.decoder_vocab_size = new_num_tokens
-        self.tie_weights()
-        return decoder.embed_tokens
 
     def forward(
         self,
@@ -1015,6 +909,65 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             loss = loss / num_items_in_batch
         return loss
 
+    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
+        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    # transformers' plumbing: submodule access, resizing, beam search's cache hook.
+
+    def get_encoder(self):
+        return self.model.encoder
+
+    def get_decoder(self):
+        return self.model.decoder
+
+    def get_output_embeddings(self) -> nn.Linear:
+        return self.lm_head
+
+    def set_output_embeddings(self, new_embeddings: nn.Linear) -> None:
+        self.lm_head = new_embeddings
+
+    def resize_token_embeddings(
+        self,
+        new_num_tokens: int | None = None,
+        pad_to_multiple_of: int | None = None,
+        mean_resizing: bool = True,
+    ) -> nn.Embedding:
+        """Resize the source vocabulary (`vocab_size`), as users do after adding tokens to the tokenizer.
+
+        With one shared vocabulary (§3.4) that is every embedding and the output layer (its bias included),
+        and `decoder_vocab_size` follows. With separate vocabularies it is the encoder's embeddings only; the
+        target side is resized by [`resize_decoder_token_embeddings`], as in `MarianMTModel`.
+        """
+        if not self.config.share_encoder_decoder_embeddings:
+            return self.model.resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        embeddings = super().resize_token_embeddings(new_num_tokens, pad_to_multiple_of, mean_resizing)
+        self.config.decoder_vocab_size = self.config.vocab_size
+        return embeddings
+
+    def resize_decoder_token_embeddings(
+        self, new_num_tokens: int, pad_to_multiple_of: int | None = None, mean_resizing: bool = True
+    ) -> nn.Embedding:
+        """Resize the target vocabulary of a model with separate vocabularies: the decoder's embeddings, the
+        output layer and `decoder_vocab_size`."""
+        if self.config.share_encoder_decoder_embeddings:
+            raise ValueError(
+                "This model has one vocabulary for source and target "
+                "(`share_encoder_decoder_embeddings=True`): resize it with `resize_token_embeddings`."
+            )
+        decoder = self.model.decoder
+        # transformers has no public call that resizes an embedding other than the input one. These helpers
+        # are the ones its `resize_token_embeddings` and MarianMTModel's `resize_decoder_token_embeddings`
+        # use; tests/test_resize.py pins what they do here (rows kept, new rows added, tying, save and
+        # reload).
+        decoder.embed_tokens = self._get_resized_embeddings(
+            decoder.embed_tokens, new_num_tokens, pad_to_multiple_of, mean_resizing
+        )
+        new_num_tokens = decoder.embed_tokens.weight.shape[0]
+        self.lm_head = self._get_resized_lm_head(self.lm_head, new_num_tokens, mean_resizing=mean_resizing)
+        self.config.decoder_vocab_size = new_num_tokens
+        self.tie_weights()
+        return decoder.embed_tokens
+
     def _reorder_cache(self, cache: Cache, beam_idx: torch.LongTensor) -> Cache:
         """Beam search hook: reorder the self-attention cache only.
 
@@ -1029,8 +982,52 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
             cache.reorder_cache(beam_idx)
         return cache
 
-    def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
-        return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+# --- transformers' plumbing -------------------------------------------------------------------------------
+# What the classes above need to live in transformers across its releases, not part of the paper's model.
+
+# transformers 5.24 renamed the decoder cache from `past_key_values` to `cache`: `generate()` passes `cache=`
+# and reads `outputs.cache`, and the output classes have a `cache` field (the old name is a deprecated alias
+# there). The model takes either name and returns its cache under the field the installed release defines, so
+# that one saved folder decodes correctly under releases before and after the rename.
+CACHE_NAMES = ("cache", "past_key_values")
+# Read once at import (the output classes of one release all use one name), so that a compiled decoding step
+# sees a constant.
+CACHE_FIELD = (
+    "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
+)
+
+
+class UnreadableWeightsError(OSError):
+    """A saved folder's weights file is truncated or corrupt: the user downloads or saves the model again."""
+
+
+def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
+    if cache is not None and past_key_values is not None:
+        raise TypeError(
+            "Got both `cache` and `past_key_values`: they are one argument, named `cache` since "
+            "transformers 5.24 and `past_key_values` before. Pass only one of them."
+        )
+    if past_key_values is not None and CACHE_FIELD == "cache" and not torch.compiler.is_compiling():
+        # As transformers' own models warn from 5.24 on (a FutureWarning: DeprecationWarnings are hidden).
+        warnings.warn(
+            "`past_key_values` is deprecated since transformers 5.24, which renamed it. Use `cache` instead.",
+            FutureWarning,
+            stacklevel=3,
+        )
+    return past_key_values if cache is None else cache
+
+
+def _reject_unused(kwargs: dict, where: str) -> None:
+    """Fail on keyword arguments the model does not read: dropped silently, a renamed argument (as the cache
+    was in transformers 5.24) makes the model compute something else with no error."""
+    if kwargs:
+        raise TypeError(
+            f"{where} got keyword argument(s) it does not use: {', '.join(sorted(kwargs))}. Remove them. "
+            "If transformers itself passes them (a newer release renaming an argument), this model folder's "
+            "code is older than the release: update it with `python scripts/update_model_code.py --model "
+            "<folder>` from hf-vanilla-transformer, or install a supported transformers version."
+        )
 
 
 __all__ = [

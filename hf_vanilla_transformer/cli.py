@@ -30,22 +30,14 @@ from .errors import MissingPathError, UsageError, UserError
 CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
 
 DEBUG_VARIABLE = "HF_VANILLA_TRANSFORMER_DEBUG"
-# Every script spells one thing one way; these spellings, from older versions of the scripts, are answered
-# with the current name.
-RENAMED_OPTIONS = {
-    "src_lang": "source_lang",
-    "tgt_lang": "target_lang",
-    "data_dir": "dataset",
-    "dataset_dir": "dataset",
-    "dataset_name": "dataset",
-    "output": "output_file",
-    "force": "overwrite",
+# Every script spells one thing one way. transformers' example scripts (run_translation.py) spell these
+# options otherwise, and users coming from them are answered with this package's name.
+EXAMPLE_SCRIPT_SPELLINGS = {
     "model_name_or_path": "model",
-    "train_minutes": "max_train_minutes",
-    "num_workers": "num_proc",
-    "profile_warmup_steps": "untimed_steps",
-    "profile_steps": "timed_steps",
-    "profiler_steps": "operator_steps",
+    "dataset_name": "dataset",
+    "dataset_config_name": "dataset_config",
+    "overwrite_output_dir": "overwrite",
+    "preprocessing_num_workers": "num_proc",
 }
 
 
@@ -71,11 +63,12 @@ def run_script(main: Callable[[], object]) -> None:
 
 
 def option_suggestion(name: str, options: Iterable[str], quote: str = "{}") -> str:
-    """`" (now called X)"` for an older spelling of an option, `" (did you mean X?)"` for a near miss, or
+    """`" (here called X)"` for the spelling of transformers' example scripts, `" (did you mean X?)"` for a
+    near miss, or
     nothing; X is the option's name in `quote` (`"--{}"` on a command line, `"'{}'"` in a recipe)."""
     options = list(options)
-    if RENAMED_OPTIONS.get(name) in options:
-        return f" (now called {quote.format(RENAMED_OPTIONS[name])})"
+    if EXAMPLE_SCRIPT_SPELLINGS.get(name) in options:
+        return f" (here called {quote.format(EXAMPLE_SCRIPT_SPELLINGS[name])})"
     close = difflib.get_close_matches(name, options, n=1)
     return f" (did you mean {quote.format(close[0])}?)" if close else ""
 

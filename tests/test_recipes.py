@@ -87,10 +87,10 @@ def test_config_overrides_win_over_the_tokenizers_ids(word_tokenizer):
         ModelArguments(preset="transformer-huge")
 
 
-def test_an_old_spelling_of_a_recipe_key_gets_its_new_name(tmp_path):
+def test_the_example_scripts_spelling_of_a_recipe_key_gets_this_packages_name(tmp_path):
     recipe = tmp_path / "old.yaml"
     recipe.write_text("model_name_or_path: outputs/run/final\n")
-    with pytest.raises(ValueError, match=r"old\.yaml sets 'model_name_or_path' \(now called 'model'\)"):
+    with pytest.raises(ValueError, match=r"old\.yaml sets 'model_name_or_path' \(here called 'model'\)"):
         _parse(recipe)
 
 

@@ -16,7 +16,6 @@ from hf_vanilla_transformer.training import (
     LossLog,
     LossPlotCallback,
     RecipeArguments,
-    TiedKeysWarningFilter,
     TimeBudget,
     TimeBudgetCallback,
     TimeBudgetProgressCallback,
@@ -24,9 +23,9 @@ from hf_vanilla_transformer.training import (
     TokenBudgetSeq2SeqTrainer,
     average_checkpoints,
     clock_linear_schedule,
-    example_lengths,
     example_sizes,
     last_checkpoints,
+    missing_beyond_tied_copies,
     paper_learning_rate,
     paper_peak_learning_rate,
     set_paper_learning_rate,
@@ -71,26 +70,28 @@ def test_token_budget_batches_cover_everything_within_budget():
     assert list(sampler) != batches and sorted(map(tuple, sampler)) == sorted(map(tuple, batches))
 
 
-def test_target_lengths_as_tie_breaks_pad_targets_less_in_as_many_batches():
+def test_target_lengths_as_second_sort_key_pad_targets_less_in_as_many_batches():
     generator = torch.Generator().manual_seed(0)
     sources = torch.randint(5, 40, (2000,), generator=generator)
     targets = (sources.float() * (0.6 + 0.8 * torch.rand(2000, generator=generator))).long().clamp(min=2)
     features = Dataset.from_dict(
         {"input_ids": [[1] * n for n in sources.tolist()], "labels": [[1] * n for n in targets.tolist()]}
     )
-    lengths, target_lengths = example_lengths(features)
-    assert lengths == torch.maximum(sources, targets).tolist() and target_lengths == targets.tolist()
+    sizes = example_sizes(features)
+    assert sizes == (sources.tolist(), targets.tolist())
+    lengths, target_lengths = torch.maximum(sources, targets).tolist(), targets.tolist()
 
     def target_padding(sampler):
         positions = sum(len(batch) * max(target_lengths[i] for i in batch) for batch in sampler)
         return 1 - sum(target_lengths) / positions
 
     plain = TokenBudgetBatchSampler(lengths, max_tokens=400, seed=0)
-    tight = TokenBudgetBatchSampler(lengths, max_tokens=400, seed=0, tie_breaks=target_lengths)
+    by_target = list(zip(lengths, target_lengths, strict=True))
+    tight = TokenBudgetBatchSampler(lengths, max_tokens=400, seed=0, sort_keys=by_target)
     assert len(tight) == len(plain)
     assert target_padding(tight) < 0.7 * target_padding(plain)
-    with pytest.raises(ValueError, match="3 tie breaks for 2000 lengths"):
-        TokenBudgetBatchSampler(lengths, max_tokens=400, tie_breaks=[1, 2, 3])
+    with pytest.raises(ValueError, match="3 sort keys for 2000 lengths"):
+        TokenBudgetBatchSampler(lengths, max_tokens=400, sort_keys=[1, 2, 3])
 
 
 def test_fairseq_batch_formation_orders_by_source_then_target_and_keeps_multiples_of_eight():
@@ -104,7 +105,8 @@ def test_fairseq_batch_formation_orders_by_source_then_target_and_keeps_multiple
     lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
     padded = token_budget_sampler(features, 600, seed=0)
     fairseq = token_budget_sampler(features, 600, "source_length", 8, seed=0)
-    assert padded.batches == TokenBudgetBatchSampler(lengths, 600, tie_breaks=targets, seed=0).batches
+    by_target = list(zip(lengths, targets, strict=True))
+    assert padded.batches == TokenBudgetBatchSampler(lengths, 600, sort_keys=by_target, seed=0).batches
     batches = fairseq.batches
     assert sorted(i for batch in batches for i in batch) == list(range(3000))
     for batch in batches:
@@ -192,20 +194,14 @@ class _RecordingHandler(logging.Handler):
         self.messages.append(record.getMessage())
 
 
-def test_tied_keys_filter_passes_every_other_missing_key(word_tokenizer):
+def test_only_tied_copies_of_a_loaded_matrix_are_no_loss():
     model = VanillaTransformerForConditionalGeneration(tiny_config())
-    quiet = TiedKeysWarningFilter(model)
-
-    def passes(message):
-        return quiet.filter(
-            logging.LogRecord("transformers.trainer", logging.WARNING, "", 0, message, (), None)
-        )
-
     tied = ["model.encoder.embed_tokens.weight", "model.decoder.embed_tokens.weight", "lm_head.weight"]
-    assert not passes(f"{TiedKeysWarningFilter.PREFIX}{tied}.")
-    assert passes(f"{TiedKeysWarningFilter.PREFIX}{[*tied, 'model.shared.weight']}.")  # no copy was loaded
-    assert passes(f"{TiedKeysWarningFilter.PREFIX}{['model.encoder.layers.0.fc1.weight']}.")
-    assert passes("Some other warning.")
+    assert missing_beyond_tied_copies(model, tied) == []
+    every = [*tied, "model.shared.weight"]  # no copy was loaded: all of them are lost
+    assert missing_beyond_tied_copies(model, every) == every
+    other = "model.encoder.layers.0.mlp.fc1.weight"
+    assert missing_beyond_tied_copies(model, [*tied, other]) == [other]
 
 
 def test_resume_continues_exactly_like_an_uninterrupted_run(tmp_path, word_tokenizer):

@@ -1,9 +1,9 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
 `batching` (token-budget batches and their options), `logs` (loss log and curves), `budget` (training by the
 clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and what training
-builds from them), `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
-token-budget batches, with full weights gathered under FSDP and DeepSpeed) and `tied_weights_warning` (the
-resume warning about tied copies, silenced). Their public names are importable from here. The Trainer is
+builds from them) and `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
+token-budget batches, with full weights gathered under FSDP and DeepSpeed, and no false "missing keys" on
+resuming). Their public names are importable from here. The Trainer is
 the package's one training engine; `scripts/train_accelerate.py` is a plain loop for users who write
 their own.
 
@@ -32,19 +32,18 @@ from .batching import (
     BATCH_ORDERS,
     BatchingArguments,
     TokenBudgetBatchSampler,
-    example_lengths,
     example_sizes,
     token_budget_sampler,
 )
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
 from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
-from .tied_weights_warning import TiedKeysWarningFilter
 from .trainer import (
     FullWeightsCallback,
     TokenBudgetSeq2SeqTrainer,
     build_trainer,
     gathered_model,
+    missing_beyond_tied_copies,
     run_training,
     without_tied_copies,
 )
@@ -62,7 +61,6 @@ __all__ = [
     "ModelArguments",
     "PaperSeq2SeqTrainingArguments",
     "RecipeArguments",
-    "TiedKeysWarningFilter",
     "TimeBudget",
     "TimeBudgetCallback",
     "TimeBudgetProgressCallback",
@@ -72,7 +70,6 @@ __all__ = [
     "build_trainer",
     "build_model",
     "clock_linear_schedule",
-    "example_lengths",
     "example_sizes",
     "gathered_model",
     "token_budget_sampler",
@@ -84,5 +81,6 @@ __all__ = [
     "prepare_training",
     "run_training",
     "set_paper_learning_rate",
+    "missing_beyond_tied_copies",
     "without_tied_copies",
 ]

@@ -58,8 +58,8 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
     `--max-tokens`), instead of a fixed number of sentences.
 
     A batch's cost is `len(batch) * max(lengths in batch)`: what it occupies after padding. Batches are
-    formed once from the examples in the order of `sort_keys` if given, else sorted by length, then by
-    `tie_breaks` if given (the target lengths, from `example_lengths`: among examples of one padded length,
+    formed once from the examples in the order of `sort_keys` if given, else sorted by length
+    (`token_budget_sampler` sorts by length, then by target length: among examples of one padded length,
     those with alike targets share a batch, so the decoder and the output layer, most of a step's work,
     compute on fewer padded positions); remaining ties are broken by a seeded shuffle. With
     `batch_size_multiple` m > 1, a full batch keeps the largest multiple of m sentences it holds and hands the
@@ -76,8 +76,6 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         self,
         lengths: Sequence[int],
         max_tokens: int,
-        max_sentences: int | None = None,
-        tie_breaks: Sequence[int] | None = None,
         sort_keys: Sequence | None = None,
         batch_size_multiple: int = 1,
         shuffle: bool = True,
@@ -98,19 +96,15 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         if not 0 <= rank < num_replicas:
             raise ValueError(f"`rank` ({rank}) must be in [0, num_replicas={num_replicas}).")
         self.max_tokens = max_tokens
-        self.max_sentences = max_sentences
         self.batch_size_multiple = batch_size_multiple
         self.shuffle = shuffle
         self.seed = seed
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
-        for name, values in (("tie breaks", tie_breaks), ("sort keys", sort_keys)):
-            if values is not None and len(values) != len(lengths):
-                raise ValueError(f"{len(values)} {name} for {len(lengths)} lengths: give one per example.")
-        if sort_keys is None:
-            sort_keys = list(lengths) if tie_breaks is None else list(zip(lengths, tie_breaks, strict=True))
-        self.batches = self._make_batches(list(lengths), sort_keys)
+        if sort_keys is not None and len(sort_keys) != len(lengths):
+            raise ValueError(f"{len(sort_keys)} sort keys for {len(lengths)} lengths: give one per example.")
+        self.batches = self._make_batches(list(lengths), list(lengths) if sort_keys is None else sort_keys)
 
     def _make_batches(self, lengths: list[int], sort_keys: Sequence) -> list[list[int]]:
         order = list(range(len(lengths)))
@@ -120,10 +114,7 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         batches, batch, batch_max = [], [], 0
         for index in order:
             new_max = max(batch_max, lengths[index])
-            while batch and (
-                (len(batch) + 1) * new_max > self.max_tokens
-                or (self.max_sentences is not None and len(batch) >= self.max_sentences)
-            ):
+            while batch and (len(batch) + 1) * new_max > self.max_tokens:
                 # The largest multiple of `multiple` sentences goes out, the rest starts the next batch; a
                 # batch smaller than `multiple` goes out whole (fairseq's rule). With `multiple` 1 all goes.
                 keep = max(multiple * (len(batch) // multiple), len(batch) % multiple)
@@ -161,13 +152,6 @@ def example_sizes(dataset) -> tuple[list[int], list[int]]:
         pairs = ((example["input_ids"], example["labels"]) for example in dataset)
     sizes = [(len(source), len(target)) for source, target in pairs]
     return [source for source, _ in sizes], [target for _, target in sizes]
-
-
-def example_lengths(dataset) -> tuple[list[int], list[int]]:
-    """The batch sampler's sort keys for each tokenized example: its padded cost (the longer of its source and
-    its target), and its target's length (`TokenBudgetBatchSampler`'s `tie_breaks`)."""
-    sources, targets = example_sizes(dataset)
-    return [max(pair) for pair in zip(sources, targets, strict=True)], targets
 
 
 def token_budget_sampler(

@@ -28,7 +28,6 @@ from .batching import token_budget_sampler
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .logs import LossPlotCallback
 from .schedules import clock_linear_schedule
-from .tied_weights_warning import TiedKeysWarningFilter
 
 logger = logging.getLogger(__name__)
 
@@ -67,14 +66,14 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
             self._created_lr_scheduler = True
         return super().create_scheduler(num_training_steps, optimizer)
 
-    def train(self, *args, **kwargs):
-        trainer_logger = logging.getLogger("transformers.trainer")
-        quiet = TiedKeysWarningFilter(self.model)
-        trainer_logger.addFilter(quiet)
-        try:
-            return super().train(*args, **kwargs)
-        finally:
-            trainer_logger.removeFilter(quiet)
+    def _issue_warnings_after_load(self, load_result):
+        # On resuming, the Trainer warns of every key missing from the checkpoint. A checkpoint holds each
+        # tied matrix once, as `save_pretrained` writes it, and loading that copy restores every name of it:
+        # those names are no loss, and only the others are reported (through the Trainer's own hook, which
+        # each of its checkpoint loaders calls).
+        model = self.accelerator.unwrap_model(self.model)
+        missing = missing_beyond_tied_copies(model, load_result.missing_keys)
+        super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         # Under FSDP and DeepSpeed the Trainer saves weights gathered from the shards, one tensor per name:
@@ -96,6 +95,18 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
             num_replicas=self.args.world_size,
             rank=self.args.process_index,
         )
+
+
+def missing_beyond_tied_copies(model: torch.nn.Module, missing: list[str]) -> list[str]:
+    """The names of `missing` that are not tied copies of a Parameter loaded under another of its names."""
+    names: dict[int, list[str]] = {}
+    for name, parameter in model.named_parameters(remove_duplicate=False):
+        names.setdefault(id(parameter), []).append(name)
+    missing_set = set(missing)
+    loaded_copies = {
+        name for group in names.values() if len(group) > 1 and not set(group) <= missing_set for name in group
+    }
+    return [name for name in missing if name not in loaded_copies]
 
 
 def without_tied_copies(state_dict: dict, model: PreTrainedModel) -> dict:

@@ -26,6 +26,7 @@ import traceback
 import warnings
 from pathlib import Path
 
+import pytest
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,48 +46,50 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 
 @contextlib.contextmanager
 def _as_a_fresh_process(cwd: Path, env: dict[str, str], stdout: io.StringIO, stderr: io.StringIO):
-    saved_environ, saved_argv, saved_path = dict(os.environ), list(sys.argv), list(sys.path)
-    saved_threads = torch.get_num_threads()
-    loggers = [logging.getLogger()] + [
+    """What the script sees and changes, set with pytest's `MonkeyPatch` and undone by it: the working
+    directory, the variables given, `sys.argv` and `sys.path`, logging, the warning filters; what the script
+    sets in the environment itself and torch's thread count are put back here."""
+    saved_environ, saved_threads = dict(os.environ), torch.get_num_threads()
+    loggers = [
         logger for logger in logging.root.manager.loggerDict.values() if isinstance(logger, logging.Logger)
     ]
-    saved_loggers = [(logger, list(logger.handlers), logger.level, logger.disabled) for logger in loggers]
-    swapped = []
-    try:
-        os.environ.update(env)
+    with (
+        pytest.MonkeyPatch.context() as patch,
+        contextlib.redirect_stdout(stdout),
+        contextlib.redirect_stderr(stderr),
+        warnings.catch_warnings(),
+    ):
+        patch.chdir(cwd)
+        for key, value in env.items():
+            patch.setenv(key, value)
+        patch.setattr(sys, "argv", list(sys.argv))
+        patch.setattr(sys, "path", list(sys.path))
         if THREADS in env:
             torch.set_num_threads(int(env[THREADS]))
         # Logging as a fresh interpreter has it: no root handler (the script's basicConfig takes effect), and
         # the libraries' own handlers (transformers', datasets') writing to the script's stderr.
-        logging.getLogger().handlers = []
-        logging.getLogger().setLevel(logging.WARNING)
-        for logger in loggers[1:]:
+        root = logging.getLogger()
+        patch.setattr(root, "handlers", [])
+        patch.setattr(root, "level", logging.WARNING)
+        for logger in loggers:
+            patch.setattr(logger, "handlers", list(logger.handlers))
+            patch.setattr(logger, "level", logger.level)
+            patch.setattr(logger, "disabled", logger.disabled)
             for handler in logger.handlers:
                 if type(handler) is logging.StreamHandler:
-                    swapped.append((handler, handler.setStream(stderr)))
-        with (
-            contextlib.chdir(cwd),
-            contextlib.redirect_stdout(stdout),
-            contextlib.redirect_stderr(stderr),
-            warnings.catch_warnings(),
-        ):
-            # A fresh interpreter's warning filters, and warnings printed rather than collected by pytest.
-            warnings.resetwarnings()
-            warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
-            for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
-                warnings.filterwarnings("ignore", category=category)
-            warnings.showwarning = _show_warning
+                    patch.setattr(handler, "stream", stderr)
+        # A fresh interpreter's warning filters, and warnings printed rather than collected by pytest.
+        warnings.resetwarnings()
+        warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+        for category in (DeprecationWarning, PendingDeprecationWarning, ImportWarning, ResourceWarning):
+            warnings.filterwarnings("ignore", category=category)
+        warnings.showwarning = _show_warning
+        try:
             yield
-    finally:
-        for handler, stream in swapped:
-            handler.setStream(stream)
-        for logger, handlers, level, disabled in saved_loggers:
-            logger.handlers, logger.disabled = handlers, disabled
-            logger.setLevel(level)
-        torch.set_num_threads(saved_threads)
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
-        os.environ.clear()
-        os.environ.update(saved_environ)
+        finally:
+            torch.set_num_threads(saved_threads)
+            os.environ.clear()
+            os.environ.update(saved_environ)
 
 
 def run_script_file(

@@ -192,42 +192,91 @@ def outdated_code_files(folder: str | Path) -> list[str]:
     ]
 
 
-def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
-    """Replace the code files of a saved model folder with the installed package's, so that a folder saved by
-    an earlier version loads and decodes correctly under the transformers releases this version supports.
+GENERATION_CONFIG = "generation_config.json"
 
-    Weights, configuration, tokenizer and generation config are left as they are. Returns the names of the
-    files replaced (or that would be, with `dry_run`); an up-to-date folder returns `[]`.
+
+def slim_generation_config(text: str, model_config: dict) -> str | None:
+    """A saved generation_config.json without the values `generate()` uses anyway for a field left unset, as
+    transformers v5 writes one (earlier releases spelled out every default); `None` if it holds none of
+    them. What the folder's decoding differs by (beam 4, length penalty 0.6, its `max_length`) stays, and so
+    does what v5 copies from the model's config (`model_config`, e.g. `use_cache`)."""
+    from transformers import GenerationConfig
+
+    # transformers' own table of those values; it has no public name for it.
+    defaults = GenerationConfig._get_default_generation_params()
+    saved = json.loads(text)
+    slim = {
+        key: value
+        for key, value in saved.items()
+        if not (key in defaults and defaults[key] == value and key not in model_config)
+    }
+    return None if slim == saved else json.dumps(slim, indent=2, sort_keys=True) + "\n"
+
+
+def folder_repairs(folder: Path, where: str) -> dict[str, Path | str]:
+    """What `update_model_code` writes into the saved folder `folder` (`where` names it in errors), by file
+    name: each outdated code file (the package's, as a path); config.json with the bare model in `auto_map`
+    if it lacks it (as `save_pretrained` writes it now); generation_config.json as v5 writes one
+    (`slim_generation_config`). Other files, weights included, are never touched."""
+    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
+    check_model_config(config, where)
+    repairs: dict[str, Path | str] = {name: CODE_FILES[name] for name in outdated_code_files(folder)}
+    auto_map = config.get("auto_map") or {}
+    if "AutoModelForSeq2SeqLM" in auto_map and "AutoModel" not in auto_map:
+        config["auto_map"] = {**auto_map, "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel"}
+        repairs["config.json"] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+    generation_file = folder / GENERATION_CONFIG
+    if generation_file.is_file():
+        slim = slim_generation_config(generation_file.read_text(encoding="utf-8"), config)
+        if slim is not None:
+            repairs[GENERATION_CONFIG] = slim
+    return repairs
+
+
+def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
+    """Bring a saved model folder up to date (`folder_repairs`): its code files replaced with the installed
+    package's, so that a folder saved by an earlier version loads and decodes correctly under the
+    transformers releases this version supports, and its config files written as this version writes them.
+
+    Weights and tokenizer are left as they are. Returns the names of the files replaced (or that would be,
+    with `dry_run`); an up-to-date folder returns `[]`.
     """
     folder = Path(folder)
-    config_file = folder / "config.json"
     if not folder.is_dir():
         raise MissingPathError(f"No model folder at {folder}. Pass a folder written by `save_pretrained`.")
-    if not config_file.is_file():
+    if not (folder / "config.json").is_file():
         raise MissingPathError(f"{folder} has no config.json, so it is not a saved model folder.")
-    check_model_config(json.loads(config_file.read_text(encoding="utf-8")), str(folder))
-    outdated = outdated_code_files(folder)
+    repairs = folder_repairs(folder, str(folder))
     if not dry_run:
-        for name in outdated:
-            shutil.copyfile(CODE_FILES[name], folder / name)
-    return outdated
+        for name, content in repairs.items():
+            if isinstance(content, Path):
+                shutil.copyfile(content, folder / name)
+            else:
+                (folder / name).write_text(content, encoding="utf-8")
+    return list(repairs)
 
 
 def update_hub_model_code(repo_id: str, token: str | None = None, dry_run: bool = False) -> list[str]:
-    """`update_model_code` for a Hub repository: one commit that replaces its code files with the installed
-    package's (nothing else is uploaded). Returns the names of the files the commit replaces."""
+    """`update_model_code` for a Hub repository: one commit of `folder_repairs` (nothing else is uploaded).
+    Returns the names of the files the commit replaces."""
     from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
 
     with tempfile.TemporaryDirectory() as download:
         snapshot_download(
-            repo_id, local_dir=download, allow_patterns=["config.json", *CODE_FILES], token=token
+            repo_id,
+            local_dir=download,
+            allow_patterns=["config.json", GENERATION_CONFIG, *CODE_FILES],
+            token=token,
         )
-        check_model_config(json.loads((Path(download) / "config.json").read_text(encoding="utf-8")), repo_id)
-        outdated = outdated_code_files(download)
-    if outdated and not dry_run:
+        repairs = folder_repairs(Path(download), repo_id)
+        operations = [
+            CommitOperationAdd(name, str(content) if isinstance(content, Path) else content.encode("utf-8"))
+            for name, content in repairs.items()
+        ]
+    if operations and not dry_run:
         HfApi(token=token).create_commit(
             repo_id,
-            operations=[CommitOperationAdd(name, str(CODE_FILES[name])) for name in outdated],
+            operations=operations,
             commit_message="Update the model code to the current hf-vanilla-transformer",
         )
-    return outdated
+    return list(repairs)

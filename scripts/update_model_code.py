@@ -1,6 +1,7 @@
 r"""Bring the code of a saved model folder or Hub repository up to date: its modeling, configuration and
-pipeline files are replaced with the installed package's; weights, config, tokenizer and generation config are
-left as they are.
+pipeline files are replaced with the installed package's; config.json's `auto_map` gains the bare model
+(`AutoModel`) if it lacks it, and generation_config.json loses the defaults earlier transformers releases
+spelled out (as v5 writes it; the folder's decoding is kept). Weights and tokenizer are left as they are.
 
 A saved folder carries its code, so that `trust_remote_code=True` loads it without this package; a fix to that
 code reaches only folders saved after it. Folders saved before 0.2 (when transformers 5.24 renamed the decoder

@@ -113,6 +113,9 @@ def test_folder_saved_before_the_cache_rename_is_repaired_in_place(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "modeling_vanilla_transformer.py" in result.stdout
     assert (folder / "model.safetensors").read_bytes() == weights  # no weight changes
+    assert json.loads((folder / "config.json").read_text())["auto_map"]["AutoModel"].endswith(
+        "TransformerModel"
+    )
     for name, source in CODE_FILES.items():
         assert (folder / name).read_text() == source.read_text()
     assert update_model_code(folder) == []  # now up to date
@@ -155,12 +158,30 @@ def test_update_model_code_on_a_hub_repository_commits_only_the_outdated_code(tm
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
     from hf_vanilla_transformer.saving import update_hub_model_code
 
-    outdated = outdated_code_files(OLD_FOLDER)
+    outdated = [*outdated_code_files(OLD_FOLDER), "config.json"]  # its auto_map lacks AutoModel
     assert "modeling_vanilla_transformer.py" in outdated
     assert update_hub_model_code("someone/model", dry_run=True) == outdated
     assert commits == []
     update_hub_model_code("someone/model")
     assert commits == [("someone/model", sorted(outdated))]
+
+
+def test_update_model_code_writes_the_generation_config_as_transformers_v5_does(
+    tmp_path, tiny_model, word_tokenizer
+):
+    """Earlier transformers releases wrote every default into generation_config.json; v5 writes what differs.
+    The repair drops the defaults and keeps the folder's decoding (beam 4, length penalty 0.6, max_length)."""
+    save_model_folder(tiny_model, word_tokenizer, tmp_path)
+    assert update_model_code(tmp_path) == []  # a folder this version saves is written as v5 writes it
+    generation_file = tmp_path / "generation_config.json"
+    saved = json.loads(generation_file.read_text())
+    assert (saved["num_beams"], saved["length_penalty"], saved["early_stopping"]) == (4, 0.6, True)
+    old_defaults = {"do_sample": False, "top_k": 50, "temperature": 1.0, "min_length": 0, "top_p": 1.0}
+    generation_file.write_text(json.dumps({**saved, **old_defaults}))
+    assert update_model_code(tmp_path, dry_run=True) == ["generation_config.json"]
+    assert json.loads(generation_file.read_text()) == {**saved, **old_defaults}  # a dry run writes nothing
+    assert update_model_code(tmp_path) == ["generation_config.json"]
+    assert json.loads(generation_file.read_text()) == saved
 
 
 # 2. Both names of the cache, and no keyword silently dropped --------------------------------------------

@@ -218,9 +218,10 @@ REMOTE_CODE_SCRIPT = textwrap.dedent(
     """
     import json, sys
     import torch
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
+    from transformers import AutoModel, AutoModelForSeq2SeqLM, AutoTokenizer, pipeline
     folder = sys.argv[1]
     model = AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True).eval()
+    bare = AutoModel.from_pretrained(folder, trust_remote_code=True)
     batch = json.loads(sys.argv[2])
     with torch.no_grad():
         logits = model(input_ids=torch.tensor(batch["input_ids"]),
@@ -231,7 +232,7 @@ REMOTE_CODE_SCRIPT = textwrap.dedent(
     pipe = pipeline(model=folder, trust_remote_code=True)
     texts = pipe(["ein hund läuft", "zwei katzen schlafen im park"], num_beams=2, max_new_tokens=5)
     assert "hf_vanilla_transformer" not in sys.modules, "the package must not be needed"
-    print(json.dumps({"logits": logits.tolist(), "class": type(model).__name__,
+    print(json.dumps({"logits": logits.tolist(), "class": type(model).__name__, "bare": type(bare).__name__,
                       "tokenizer": type(tokenizer).__name__, "texts": texts}))
     """
 )
@@ -258,6 +259,10 @@ def test_trust_remote_code_load_in_fresh_process(tmp_path, tiny_model, padded_ba
     assert result.returncode == 0, result.stderr[-3000:]
     output = json.loads(result.stdout.strip().splitlines()[-1])
     assert output["class"] == "VanillaTransformerForConditionalGeneration"
+    assert (output["bare"], config["auto_map"]["AutoModel"]) == (
+        "VanillaTransformerModel",
+        "modeling_vanilla_transformer.VanillaTransformerModel",
+    )
     assert output["tokenizer"] in ("TokenizersBackend", "PreTrainedTokenizerFast")  # a fast (Rust) tokenizer
     with torch.no_grad():
         expected = tiny_model(**padded_batch, decoder_input_ids=decoder_input_ids).logits

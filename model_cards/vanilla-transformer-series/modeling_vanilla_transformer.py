@@ -912,7 +912,15 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
 
-    # transformers' plumbing: submodule access, resizing, beam search's cache hook.
+    # transformers' plumbing: submodule access, resizing, beam search's cache hook, the saved `auto_map`.
+
+    def save_pretrained(self, *args, **kwargs):
+        """`PreTrainedModel.save_pretrained`, with the bare model named in `auto_map` beside this one:
+        transformers writes the Auto class of the saved model only, and `AutoModel.from_pretrained(folder,
+        trust_remote_code=True)` then loads the encoder-decoder without its head."""
+        bare = f"{type(self).__module__.rsplit('.', 1)[-1]}.{VanillaTransformerModel.__name__}"
+        self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": bare}
+        return super().save_pretrained(*args, **kwargs)
 
     def get_encoder(self):
         return self.model.encoder

@@ -49,6 +49,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
     def preprocess(self, text, truncation: bool = False):
         if not isinstance(text, str):
             raise TypeError(f"{TASK_NAME} takes a string or a list of strings, got {type(text).__name__}.")
+        if not text.strip():
+            # Given nothing, a model still writes something: a sentence made up from its start token alone.
+            raise ValueError(f"{TASK_NAME} got an empty input: give it text to generate from.")
         check = INPUT_CHECKS.get(getattr(self.model.config, "task", None))
         if check is not None:
             check(text)

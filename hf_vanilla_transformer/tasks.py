@@ -287,7 +287,10 @@ def get_task(name: str) -> Task:
 class DatasetArguments:
     """Which data set: what evaluation reads, and the first half of training's `DataArguments`."""
 
-    task: str = field(default="series", metadata={"help": f"One of {', '.join(TASKS)}."})
+    task: str | None = field(
+        default=None,
+        metadata={"help": f"One of {', '.join(TASKS)}; default: the model's own (its config's `task`)."},
+    )
     dataset: str | None = field(
         default=None,
         metadata={
@@ -301,11 +304,14 @@ class DatasetArguments:
     target_lang: str = field(default="en", metadata={"help": "Translation target language."})
 
     def __post_init__(self):
-        get_task(self.task)
+        if self.task is not None:
+            get_task(self.task)
 
     @property
     def task_spec(self) -> Task:
         """The `Task` object of `task`."""
+        if self.task is None:
+            raise UsageError(f"No task given: pass --task ({' or '.join(TASKS)}).")
         return get_task(self.task)
 
     def load_raw(self) -> DatasetDict:
@@ -323,6 +329,8 @@ class DataArguments(DatasetArguments):
     """Which data to train on, and how to tokenize it (how it is batched is training's:
     `training.RecipeArguments`)."""
 
+    # A fresh model has no task of its own to default to.
+    task: str = field(default="series", metadata={"help": f"One of {', '.join(TASKS)}."})
     tokenizer: str | None = field(
         default=None,
         metadata={"help": "Required. Tokenizer folder (scripts/train_tokenizer.py) or Hub name."},

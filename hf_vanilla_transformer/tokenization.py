@@ -32,6 +32,7 @@ from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedToken
 
 from .data.translation import iter_text_lines
 from .errors import MissingPathError, UsageError
+from .saving import check_tokenizer_location
 from .series.grammar import (
     DIGIT_SPLIT_PATTERN,
     FUNCTIONS,
@@ -313,7 +314,8 @@ def load_tokenizer(
 ) -> PreTrainedTokenizerBase:
     """`AutoTokenizer.from_pretrained`, plus a check that the special-token ids are the ones the model
     config expects: `expected` (e.g. `{"pad": config.pad_token_id, "eos": config.eos_token_id}`), by default
-    this package's pad 0, bos 1, eos 2, unk 3."""
+    this package's pad 0, bos 1, eos 2, unk 3. A mistyped folder is named, not sent to the Hub."""
+    check_tokenizer_location(name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     if expected is None:
         expected = {"pad": PAD_TOKEN_ID, "bos": BOS_TOKEN_ID, "eos": EOS_TOKEN_ID, "unk": UNK_TOKEN_ID}

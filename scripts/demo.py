@@ -120,6 +120,16 @@ class DemoModel:
         return self.model.config.decoder_attention_heads
 
     @property
+    def saved_decoding(self) -> dict:
+        """The decoding the page starts with: the folder's saved generation config (beam 4 and length penalty
+        0.6 for the models of this package), as `generate()` would decode without arguments."""
+        config = self.model.generation_config
+        num_beams = config.num_beams or 1
+        decoding = "sampling" if config.do_sample else "beam search" if num_beams > 1 else "greedy"
+        length_penalty = 1.0 if config.length_penalty is None else config.length_penalty
+        return {"decoding": decoding, "num_beams": min(num_beams, 8), "length_penalty": length_penalty}
+
+    @property
     def default_max_new_tokens(self) -> int:
         # What evaluation allows, for a source of 50 tokens (a long caption), within the slider's range.
         return min(512, default_max_new_tokens(self.task, self.model.generation_config, source_tokens=50))
@@ -260,10 +270,15 @@ def build_demo(models: list[DemoModel]):
                             label=task.input_label,
                             lines=2,
                         )
-                        decoding = gr.Radio(list(DECODINGS), value="greedy", label="decoding")
+                        saved = demo_model.saved_decoding
+                        decoding = gr.Radio(list(DECODINGS), value=saved["decoding"], label="decoding")
                         with gr.Row():
-                            num_beams = gr.Slider(1, 8, value=4, step=1, label="beams (beam search)")
-                            length_penalty = gr.Slider(0.0, 2.0, value=0.6, step=0.1, label="length penalty")
+                            num_beams = gr.Slider(
+                                1, 8, value=saved["num_beams"], step=1, label="beams (beam search)"
+                            )
+                            length_penalty = gr.Slider(
+                                0.0, 2.0, value=saved["length_penalty"], step=0.1, label="length penalty"
+                            )
                         with gr.Row():
                             temperature = gr.Slider(
                                 0.1, 2.0, value=1.0, step=0.1, label="temperature (sampling)"

@@ -65,6 +65,12 @@ def _tokens(tokenizer, ids: list[int]) -> list[str]:
     return [f"[{i}]" if token is None else token for i, token in zip(ids, tokens, strict=True)]
 
 
+def label_stride(num_tokens: int, room: float) -> int:
+    """Label every n-th of `num_tokens` tokens so that the labels fit in `room` cells. The room is rounded
+    first: 7 tokens in 7 cells computed in floats (1.96 / 0.28 = 7.000000000000001) all fit."""
+    return max(1, math.ceil(num_tokens / max(1, math.floor(round(room, 6)))))
+
+
 MAX_PANEL_INCHES = 12.0  # a side of one head's map: 8 heads at 110 dpi make at most 5,280 x 2,640 pixels
 
 
@@ -93,8 +99,8 @@ def plot_cross_attention(
     cell = 0.28
     width = min(MAX_PANEL_INCHES, max(3.0, cell * len(source_tokens) + 1.5))
     height = min(MAX_PANEL_INCHES, max(2.5, cell * len(target_tokens) + 1.2))
-    source_every = max(1, math.ceil(len(source_tokens) * cell / (width - 1.5)))
-    target_every = max(1, math.ceil(len(target_tokens) * cell / (height - 1.2)))
+    source_every = label_stride(len(source_tokens), (width - 1.5) / cell)
+    target_every = label_stride(len(target_tokens), (height - 1.2) / cell)
     fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
     for head in range(rows * cols):
         ax = axes[head // cols][head % cols]

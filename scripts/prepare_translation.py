@@ -58,8 +58,10 @@ def main() -> None:
     (args,) = parse_arguments(PrepareArguments, description=__doc__)
     tokenized_dir = args.tokenized_output_dir or f"{args.output_dir}-tokenized"
     check_output_location(args.output_dir, args.overwrite)
+    tokenizer = None
     if args.tokenizer is not None:
         check_output_location(tokenized_dir, args.overwrite, "--tokenized_output_dir")
+        tokenizer = load_tokenizer(args.tokenizer)  # before any work: a missing one is named at once
     dataset_dict = load_translation_dataset(
         args.dataset, args.dataset_config, languages=(args.source_lang, args.target_lang)
     )
@@ -68,10 +70,10 @@ def main() -> None:
         print(f"{split}: {dataset.num_rows} pairs")
     print(f"Saved to {args.output_dir}")
 
-    if args.tokenizer is not None:
+    if tokenizer is not None:
         tokenized, counts = tokenize_translation(
             dataset_dict,
-            load_tokenizer(args.tokenizer),
+            tokenizer,
             args.source_lang,
             args.target_lang,
             args.max_source_length,

@@ -289,3 +289,79 @@ def test_no_script_replaces_an_existing_results_file_unless_asked(tmp_path, scri
     assert result.returncode == 2 and len(lines) == 1, result.stderr[-2000:]
     assert str(taken) in lines[0] and "--overwrite" in lines[0]
     assert taken.read_text() == "kept"
+
+
+MISSING = "outputs/nope/final"  # looks local: a mistyped folder, never a Hub id
+
+
+@pytest.mark.parametrize(
+    ("script", "options", "named"),
+    [
+        ("plot_attention.py", ["--model", MISSING, "--text", "x"], "No model folder"),
+        (
+            "evaluate_model.py",
+            ["--model", MISSING, "--task", "translation", "--dataset", "d"],
+            "No model folder",
+        ),
+        ("export_ctranslate2.py", ["--model", MISSING, "--output_dir", "ct2"], "No model folder"),
+        ("push_to_hub.py", ["--model", MISSING, "--folder", "hub", "--dry_run"], "No model folder"),
+        (
+            "prepare_translation.py",
+            [
+                "--dataset",
+                "d",
+                "--source_lang",
+                "de",
+                "--target_lang",
+                "en",
+                "--tokenizer",
+                MISSING,
+                "--output_dir",
+                "d2",
+            ],
+            "No tokenizer",
+        ),
+        ("train.py", ["--tokenizer", MISSING, "--dataset", "d"], "No tokenizer folder"),
+        (
+            "train_accelerate.py",
+            ["--tokenizer", MISSING, "--dataset", "d", "--max_tokens", "99"],
+            "No tokenizer",
+        ),
+    ],
+)
+def test_every_script_names_a_missing_model_or_tokenizer_folder_instead_of_asking_the_hub(
+    tmp_path, script, options, named
+):
+    """Every script's model and tokenizer options go through the one loader (`saving.check_*_location`): a
+    mistyped local-looking path is named in one line before the Hub is asked (with or without
+    HF_HUB_OFFLINE), and nothing is written."""
+    (tmp_path / "outputs").mkdir()
+    result = _run(script, *options, cwd=tmp_path)
+    _assert_user_error(result, f"{named}", MISSING)
+    assert "Repo id" not in result.stderr and "Traceback" not in result.stderr
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["outputs"]  # nothing written
+
+
+def test_training_from_a_missing_saved_model_names_it():
+    from hf_vanilla_transformer.training import ModelArguments, build_model
+
+    with pytest.raises(FileNotFoundError, match=f"No model folder at {MISSING}"):
+        build_model(ModelArguments(model=MISSING), tokenizer=None)
+
+
+@pytest.mark.parametrize(
+    ("script", "options"),
+    [
+        ("train.py", ["--dataset", "d"]),
+        ("train_accelerate.py", ["--dataset", "d", "--max_tokens", "99"]),
+        ("evaluate_model.py", ["--dataset", "d"]),
+    ],
+)
+def test_every_tool_with_a_task_refuses_a_model_of_the_other_task_naming_both(
+    tmp_path, tiny_model, word_tokenizer, script, options
+):
+    tiny_model.config.task = "series"
+    folder = save_model_folder(tiny_model, word_tokenizer, tmp_path / "series-model")
+    tokenizer = ["--tokenizer", str(folder)] if script != "evaluate_model.py" else []
+    result = _run(script, "--model", str(folder), "--task", "translation", *tokenizer, *options, cwd=tmp_path)
+    _assert_user_error(result, "is a series model, not a translation one", "--task series")

@@ -227,3 +227,19 @@ def test_page_renders_the_heat_map_in_headless_chromium(model_folders, tmp_path)
         # whose own colours are white, greys and orange.
         colours = page.convert("RGB").getcolors(maxcolors=1 << 20)
         assert sum(n for n, (r, g, b) in colours if b > r + 10 and max(r, g, b) - min(r, g, b) > 40) > 20_000
+
+
+def test_the_page_starts_with_the_folders_saved_decoding(model_folders):
+    """Beam 4 and length penalty 0.6, as the folder's generation config (and a bare `generate()`) decodes."""
+    model = demo.DemoModel.load(demo.ModelSpec(str(model_folders["translation"])))
+    assert model.saved_decoding == {"decoding": "beam search", "num_beams": 4, "length_penalty": 0.6}
+    model.model.generation_config.num_beams = 1
+    assert model.saved_decoding["decoding"] == "greedy"
+
+
+def test_attention_labels_every_token_that_fits():
+    from plot_attention import label_stride
+
+    assert label_stride(7, (0.28 * 7 + 1.5 - 1.5) / 0.28) == 1  # 7.000000000000001 cells hold 7 labels
+    assert label_stride(100, 10.5 / 0.28) == 3  # 37 fit: every third of 100
+    assert label_stride(3, 0.5) == 3

@@ -291,6 +291,9 @@ def test_registered_pipeline_text_in_text_out(tiny_model, word_tokenizer):
 
     several = pipe("a dog runs", num_beams=3, num_return_sequences=3, max_new_tokens=4)
     assert len(several) == 3
+    for empty in ("", "  \n"):  # refused, not answered with a sentence made up from nothing
+        with pytest.raises(ValueError, match="got an empty input"):
+            pipe(empty)
 
 
 def test_a_saved_folder_loads_with_the_installed_package_as_the_readme_says(

@@ -202,6 +202,7 @@ def test_converted_model_fine_tunes_with_the_opus_mt_recipe(tmp_path):
         "--dataset", tmp_path / "data", "--output_dir", out, "--max_steps", "30",
         "--learning_rate", "3e-3", "--warmup_steps", "0", "--max_tokens", "64", "--logging_steps", "10",
         "--eval_steps", "15", "--save_steps", "15", "--generation_max_length", "12",
+        "--max_source_length", "64", "--max_target_length", "64",  # the tiny Marian's positions
         cwd=tmp_path,
     )  # fmt: skip
     assert tuned.returncode == 0, tuned.stderr[-3000:]

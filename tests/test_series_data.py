@@ -510,3 +510,23 @@ def test_a_long_call_outside_the_grammar_is_quoted_as_an_excerpt():
 def test_every_generated_expression_is_model_input():
     for candidate in itertools.islice(iter_candidates(seed=5, max_terms=4, symbols=SYMBOL_NAMES), 300):
         check_model_input(candidate)
+
+
+def test_what_the_generator_cannot_fill_is_refused_and_an_empty_split_is_left_out(tmp_path):
+    """Never a data set that `load_from_disk` cannot read: more unique examples than the expressions allow is
+    one line and nothing written; a split asked to be empty is left out of a folder that loads."""
+    from datasets import load_from_disk
+
+    from .script_runner import run_script_file
+
+    too_many = ["--num_examples", "200", "--symbols", "a", "--max_terms", "1", "--num_proc", "1"]
+    result = run_script_file("generate_series.py", *too_many, "--output_dir", "small", cwd=tmp_path)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    last = result.stderr.splitlines()[-1]  # after the progress bar
+    assert last.startswith("error: Gave up after") and "lower --num_examples" in last
+    assert not (tmp_path / "small").exists()
+    generate_series_dataset(
+        tmp_path / "no-test", 40, test_size=0, validation_size=4, num_proc=1, max_terms=1, progress=False
+    )
+    loaded = load_from_disk(str(tmp_path / "no-test"))
+    assert {name: split.num_rows for name, split in loaded.items()} == {"train": 36, "validation": 4}

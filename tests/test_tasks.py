@@ -282,3 +282,32 @@ def test_only_the_series_task_refuses_input_outside_a_grammar():
         get_task("series").check_input("log(x)")
     get_task("translation").check_input("log(x)")  # a sentence may be anything
     assert get_task("series").expands_with_cas and not get_task("translation").expands_with_cas
+
+
+def test_evaluation_without_a_task_evaluates_the_model_for_its_own(
+    tmp_path, multi30k, translation_tokenizer_dir
+):
+    """`evaluate_model.py` without --task reads the model's task; a model that names none translates."""
+    import json
+
+    from transformers import AutoTokenizer
+
+    from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+    from hf_vanilla_transformer.saving import save_model_folder
+    from hf_vanilla_transformer.tasks import DatasetArguments
+
+    tokenizer = AutoTokenizer.from_pretrained(translation_tokenizer_dir)
+    config = VanillaTransformerConfig.from_preset(
+        "transformer-tiny", vocab_size=len(tokenizer), task="translation"
+    )
+    folder = save_model_folder(
+        VanillaTransformerForConditionalGeneration(config), tokenizer, tmp_path / "model"
+    )
+    args = DatasetArguments(dataset=str(multi30k))
+    assert args.task is None
+    report = evaluate_model(
+        EvaluationArguments(model=str(folder), split="test", max_examples=3, num_beams=1, max_new_tokens=3),
+        args,
+    )
+    assert args.task == "translation" and "bleu" in report["metrics"]
+    assert json.loads(next(folder.glob("eval-*.json")).read_text())["data"]["task"] == "translation"

@@ -430,3 +430,24 @@ def test_training_refuses_an_earlier_runs_output_dir_unless_asked(tmp_path):
     assert sorted(path.name for path in run.iterdir()) == ["notes.txt"]
     RecipeArguments().check_output_dir(args)  # nothing of a run is left to refuse
     RecipeArguments().check_output_dir(Seq2SeqTrainingArguments(output_dir=str(tmp_path / "new")))
+
+
+def test_a_folder_holding_a_saved_model_is_not_trained_into_unasked(tmp_path, tiny_model):
+    from hf_vanilla_transformer.training import PaperSeq2SeqTrainingArguments, RecipeArguments
+
+    tiny_model.save_pretrained(tmp_path / "model")
+    args = PaperSeq2SeqTrainingArguments(output_dir=str(tmp_path / "model"), report_to=[])
+    with pytest.raises(FileExistsError, match=r"holds a saved model \(config.json and weights\).*--model"):
+        RecipeArguments().check_output_dir(args)
+    RecipeArguments(overwrite=True).check_output_dir(args)  # asked: the run goes beside it, nothing deleted
+    assert (tmp_path / "model" / "model.safetensors").is_file()
+
+
+def test_lengths_beyond_the_models_positions_are_refused_before_training():
+    from hf_vanilla_transformer.tasks import DataArguments
+    from hf_vanilla_transformer.training.arguments import check_lengths_fit
+
+    config = tiny_config()  # 256 positions
+    check_lengths_fit(DataArguments(max_source_length=256, max_target_length=200), config)
+    with pytest.raises(ValueError, match=r"max_target_length 300 .* max_position_embeddings=256"):
+        check_lengths_fit(DataArguments(max_source_length=100, max_target_length=300), config)

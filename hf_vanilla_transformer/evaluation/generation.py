@@ -19,8 +19,8 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, GenerationConfig
 
 from ..errors import ExistingPathError, UsageError
-from ..saving import check_model_location, check_model_task, load_model_folder
-from ..tasks import DatasetArguments, Task, load_split_texts
+from ..saving import check_model_location, check_model_task, load_model_folder, model_task
+from ..tasks import DEFAULT_TASK, DatasetArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
 
@@ -157,9 +157,15 @@ def generate_texts(model, tokenizer, sources: list[str], batch_size: int, genera
 
 
 def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) -> dict:
-    """Generate for `eval_args.split` and score it; write and return the report."""
-    task = data_args.task_spec
+    """Generate for `eval_args.split` and score it; write and return the report. Without a task in
+    `data_args`, the model's own is evaluated."""
     check_model_location(eval_args.model)
+    # The model's task first, before any data is read: its own by default, another one refused.
+    model_config = AutoConfig.from_pretrained(eval_args.model)
+    if data_args.task is None:
+        data_args.task = model_task(model_config, eval_args.model) or DEFAULT_TASK
+    check_model_task(model_config, eval_args.model, data_args.task)
+    task = data_args.task_spec
     raw = data_args.load_raw()
     if eval_args.split not in raw:
         raise UsageError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")
@@ -179,7 +185,6 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     if generation_config is not None:
         generation = generation_settings(eval_args, task, generation_config)
         check_report_path(report_path(eval_args, generation, subset_size), eval_args.overwrite)
-    check_model_task(AutoConfig.from_pretrained(eval_args.model), eval_args.model, data_args.task)
     model, tokenizer = load_model_folder(eval_args.model)
     model.to(eval_args.device)
     generation = generation_settings(eval_args, task, model.generation_config)

@@ -25,6 +25,7 @@ from ctranslate2.specs import common_spec, transformer_spec
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..outputs import check_not_a_file
+from ..saving import check_model_location
 from ..tokenization import load_tokenizer
 from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
 
@@ -129,6 +130,7 @@ class VanillaTransformerConverter(Converter):
 
     def __init__(self, model_path: str | Path):
         self.model_path = str(model_path)
+        check_model_location(self.model_path)  # a mistyped folder is named, not sent to the Hub
         self.model = VanillaTransformerForConditionalGeneration.from_pretrained(self.model_path).eval()
         config = self.model.config
         # The ids the model was trained with (a converted Marian model has its own).

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from ..errors import ExistingPathError, MissingPathError, UsageError
 from ..outputs import check_not_a_file
-from ..saving import load_model_folder, save_model_folder
+from ..saving import check_model_location, load_model_folder, save_model_folder
 
 # A card's usage code names its repository "<owner>/<name>" until it is pushed: the owner is whoever
 # publishes.
@@ -29,6 +29,7 @@ def build_hub_folder(
     if output_dir.resolve() == model_dir.resolve():
         raise UsageError(f"{model_dir} is both the model and the folder to assemble: give another --folder.")
     check_not_a_file(output_dir, "--folder")
+    check_model_location(model_dir)
     held = sorted(
         path.name
         for pattern in ("config.json", "*.safetensors", "eval-*.json")

@@ -178,17 +178,25 @@ def generate_series_dataset(
     )
     generation_seconds = time.perf_counter() - started
     if len(result.examples) < args.num_examples:  # only possible if the candidate stream ends
-        raise RuntimeError(f"Only {len(result.examples)} of {args.num_examples} examples could be generated.")
+        made = len(result.examples)
+        raise UsageError(
+            f"Only {made} of --num_examples {args.num_examples} unique examples could be made from "
+            f"expressions of up to {args.max_terms} terms in the symbols {args.symbols}: ask for at most "
+            f"{made}, or allow more terms or symbols (--max_terms, --symbols). Nothing was written."
+        )
     splits = split_examples(result.examples, args.test_size, args.validation_size, args.seed)
 
     # datasets is imported only now: it maps ~1.3 GB of address space and may start threads, and
     # neither should be inherited by the forked workers above.
     from datasets import Dataset, DatasetDict
 
+    # A split asked to be empty (--test_size 0) is left out, as the summary's count of 0 says: `datasets`
+    # saves an empty split as one that `load_from_disk` cannot read.
     dataset = DatasetDict(
         {
             name: Dataset.from_dict({"expression": [e for e, _ in rows], "series": [s for _, s in rows]})
             for name, rows in splits.items()
+            if rows
         }
     )
     path = Path(args.output_dir)

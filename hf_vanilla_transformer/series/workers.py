@@ -153,11 +153,12 @@ class _CandidateQueue:
             index = self.next_index
             self.next_index += 1
             if index >= self.max_candidates:
-                raise RuntimeError(
+                raise UsageError(
                     f"Gave up after {self.max_candidates} candidates with {len(self.examples)} of "
                     f"{self.num_examples} examples (drops so far: {dict(self.drops)}). The sampler's space "
-                    f"is too small for num_examples={self.num_examples}, or almost everything is dropped; "
-                    "lower num_examples."
+                    f"is too small for --num_examples {self.num_examples}, or almost everything is dropped: "
+                    "lower --num_examples, or allow more terms or symbols (--max_terms, --symbols). Nothing "
+                    "was written."
                 )
             self.sources[index] = expression
             try:

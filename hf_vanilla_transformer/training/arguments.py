@@ -19,6 +19,7 @@ from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfi
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..outputs import check_not_a_file
+from ..saving import check_model_location, check_model_task, check_tokenizer_location
 from ..tasks import DataArguments, prepare_dataset
 from .batching import BatchingArguments
 from .budget import TimeBudget
@@ -107,6 +108,12 @@ class RecipeArguments(BatchingArguments):
         if training_args.resume_from_checkpoint:
             return
         folder = Path(training_args.output_dir)
+        if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")) and not self.overwrite:
+            raise ExistingPathError(
+                f"{folder} holds a saved model (config.json and weights): a run would fill it with its "
+                "checkpoints. Give another --output_dir (start from the model with --model), or pass "
+                "--overwrite to train into it anyway."
+            )
         earlier = sorted(path.name for pattern in RUN_FILES for path in folder.glob(pattern))
         if not earlier:
             return
@@ -224,6 +231,7 @@ def load_config_overrides(value: dict | str | None) -> dict:
 def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
     """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
     if model_args.model:
+        check_model_location(model_args.model)  # a mistyped folder is named, not sent to the Hub
         return VanillaTransformerForConditionalGeneration.from_pretrained(
             model_args.model, attn_implementation=model_args.attn_implementation
         )
@@ -253,6 +261,20 @@ def set_paper_learning_rate(
     return training_args.learning_rate
 
 
+def check_lengths_fit(data_args: DataArguments, config: VanillaTransformerConfig) -> None:
+    """Refuse, before the first step, a recipe whose pairs can be longer than the model's positions: training
+    would run until the first such batch and fail there."""
+    longest = max(data_args.max_source_length, data_args.max_target_length)
+    if longest > config.max_position_embeddings:
+        raise UsageError(
+            f"max_source_length {data_args.max_source_length} / max_target_length "
+            f"{data_args.max_target_length} allow pairs of {longest} tokens, but the model has "
+            f"max_position_embeddings={config.max_position_embeddings}: lower the lengths to at most "
+            f"{config.max_position_embeddings}, or build the model with more positions "
+            "(--config_overrides '{\"max_position_embeddings\": ...}')."
+        )
+
+
 def check_processes_train_together(training_args: Seq2SeqTrainingArguments) -> None:
     """Refuse a launch of several processes that would not train as one. On a machine without GPUs,
     `accelerate launch` (or torchrun) starts the processes, but unless `use_cpu` reaches the Trainer each
@@ -276,9 +298,7 @@ def prepare_training(
     """What training starts from: the tokenizer, the tokenized splits, and the model, built after
     seeding with `training_args.seed` so that a recipe's seed fixes the initial weights too; sets the
     learning rate by eq. 3 (`set_paper_learning_rate`)."""
-    from transformers import AutoTokenizer
-
-    from ..saving import check_tokenizer_location
+    from transformers import AutoConfig, AutoTokenizer
 
     check_processes_train_together(training_args)
     recipe_args.check(training_args)
@@ -289,6 +309,9 @@ def prepare_training(
             "a Hub name)."
         )
     check_tokenizer_location(data_args.tokenizer)
+    if model_args.model:  # before the data is read: a model for the other task is refused at once
+        check_model_location(model_args.model)
+        check_model_task(AutoConfig.from_pretrained(model_args.model), model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
     # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
     # corpus of millions of pairs is tokenized once, not once per GPU).
@@ -296,6 +319,7 @@ def prepare_training(
         datasets_ = prepare_dataset(data_args, tokenizer)
     set_seed(training_args.seed)
     model = build_model(model_args, tokenizer)
+    check_lengths_fit(data_args, model.config)
     model.config.task = data_args.task  # saved with the model: the tools refuse it for another task
     set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
     logger.info(

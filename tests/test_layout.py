@@ -15,7 +15,7 @@ PACKAGE = ROOT / "hf_vanilla_transformer"
 LAYERS = (
     ("configuration_vanilla_transformer", "errors"),
     ("modeling_vanilla_transformer", "pipeline_seq2seq", "extras", "outputs"),
-    ("metrics", "saving"),
+    ("metrics", "saving", "sentences"),
     ("series",),
     ("data", "__init__"),
     ("tokenization",),

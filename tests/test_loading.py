@@ -231,8 +231,14 @@ REMOTE_CODE_SCRIPT = textwrap.dedent(
     tokenizer = AutoTokenizer.from_pretrained(folder, trust_remote_code=True)
     pipe = pipeline(model=folder, trust_remote_code=True)
     texts = pipe(["ein hund läuft", "zwei katzen schlafen im park"], num_beams=2, max_new_tokens=5)
+    # Without the package the folder's pipeline splits a text at sentence-final punctuation.
+    paragraph = pipe("Ein hund läuft. Zwei katzen schlafen.", num_beams=2, max_new_tokens=5)
+    paragraph = paragraph[0]["generated_text"]
+    one_by_one = [pipe(s, num_beams=2, max_new_tokens=5)[0]["generated_text"].strip()
+                  for s in ("Ein hund läuft.", "Zwei katzen schlafen.")]
     assert "hf_vanilla_transformer" not in sys.modules, "the package must not be needed"
     print(json.dumps({"logits": logits.tolist(), "class": type(model).__name__, "bare": type(bare).__name__,
+                      "paragraph": paragraph, "one_by_one": one_by_one,
                       "tokenizer": type(tokenizer).__name__, "texts": texts}))
     """
 )
@@ -259,6 +265,7 @@ def test_trust_remote_code_load_in_fresh_process(tmp_path, tiny_model, padded_ba
     assert result.returncode == 0, result.stderr[-3000:]
     output = json.loads(result.stdout.strip().splitlines()[-1])
     assert output["class"] == "VanillaTransformerForConditionalGeneration"
+    assert output["paragraph"] == " ".join(output["one_by_one"])
     assert (output["bare"], config["auto_map"]["AutoModel"]) == (
         "VanillaTransformerModel",
         "modeling_vanilla_transformer.VanillaTransformerModel",
@@ -324,6 +331,68 @@ def test_the_installed_pipeline_refuses_series_input_outside_the_models_grammar(
     with pytest.raises(ValueError, match=r"'sin\(x\)' is outside the model's grammar: exp, sin"):
         pipe(["exp(2*a*x)", "sin(x)*exp(x)"], num_beams=1)
     assert pipe("exp(2*a*x)", num_beams=1)[0]["generated_text"].endswith("O(x**6)")
+
+
+PARAGRAPH = (
+    "Ein Hund rennt durch den Schnee. Eine ältere Frau sitzt auf einer Bank und liest eine Zeitung. Drei "
+    "Musiker spielen auf der Straße."
+)
+
+
+def test_a_paragraph_is_translated_as_its_sentences_one_by_one():
+    """The shipped Multi30k model, trained on single sentences: given whole, it drops the third; split, the
+    paragraph is the three translations, in order, with the line breaks of the text."""
+    from hf_vanilla_transformer import Seq2SeqGenerationPipeline
+    from hf_vanilla_transformer.sentences import rule_based_sentences
+
+    folder = Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-multi30k-de-en"
+    pipe = pipeline(PIPELINE_TASK, model=str(folder), pipeline_class=Seq2SeqGenerationPipeline)
+    sentences = rule_based_sentences(PARAGRAPH, "de")
+    assert len(sentences) == 3
+    one_by_one = [pipe(sentence)[0]["generated_text"] for sentence in sentences]
+    assert pipe(PARAGRAPH, source_lang="de") == [{"generated_text": " ".join(one_by_one)}]
+    whole = pipe(PARAGRAPH, split_sentences=False)[0]["generated_text"]
+    assert whole != " ".join(one_by_one)  # the failure being fixed
+    document = pipe([f"{sentences[0]}\n\n{sentences[1]} {sentences[2]}", sentences[2]], source_lang="de")
+    assert document == [
+        [{"generated_text": f"{one_by_one[0]}\n\n{one_by_one[1]} {one_by_one[2]}"}],
+        [{"generated_text": one_by_one[2]}],
+    ]
+    with pytest.raises(ValueError, match="split_sentences=False"):
+        pipe(PARAGRAPH, num_return_sequences=2)
+    with pytest.raises(ValueError, match="No sentence rules for source_lang='xx'"):
+        pipe(PARAGRAPH, source_lang="xx")
+
+
+def test_a_text_longer_than_the_positions_is_split_and_one_sentence_longer_is_refused(word_tokenizer):
+    torch.manual_seed(0)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(max_position_embeddings=12)).eval()
+    pipe = pipeline(PIPELINE_TASK, model=model, tokenizer=word_tokenizer, num_beams=1, max_new_tokens=4)
+    text = "Ein hund läuft im park. Zwei katzen schlafen im park. Ein hund läuft."  # 3 x < 12 tokens
+    assert len(word_tokenizer(text)["input_ids"]) > 12
+    assert isinstance(pipe(text)[0]["generated_text"], str)
+    with pytest.raises(ValueError, match="max_position_embeddings=12"):
+        pipe(text, split_sentences=False)
+    with pytest.raises(ValueError, match="max_position_embeddings=12"):  # no boundary: one sentence, too long
+        pipe("ein hund läuft im park zwei katzen schlafen im park ein hund läuft")
+
+
+def test_series_input_is_never_split_and_a_folder_without_the_package_splits_plainly(monkeypatch):
+    from hf_vanilla_transformer import Seq2SeqGenerationPipeline
+    from hf_vanilla_transformer import pipeline_seq2seq as module
+
+    calls = []
+    monkeypatch.setitem(module.SENTENCE_SPLITTERS, "spy", lambda text, language: calls.append(text) or [text])
+    folder = Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-series"
+    pipe = pipeline(PIPELINE_TASK, model=str(folder), pipeline_class=Seq2SeqGenerationPipeline)
+    pipe("exp(2*a*x)", num_beams=1)
+    assert calls == []
+    assert module.plain_sentences(PARAGRAPH) == [
+        "Ein Hund rennt durch den Schnee.",
+        "Eine ältere Frau sitzt auf einer Bank und liest eine Zeitung.",
+        "Drei Musiker spielen auf der Straße.",
+    ]
+    assert module.plain_sentences("Es kostet 3.50 Euro. Gut.") == ["Es kostet 3.50 Euro.", "Gut."]
 
 
 def test_pipeline_rejects_non_text(tiny_model, word_tokenizer):

@@ -18,8 +18,9 @@ One module per concern:
 def register_input_check() -> None:
     """Have the package's pipeline refuse series input outside the grammar (`grammar.check_model_input`),
     outside which a series model still answers, confidently and wrongly (`pipeline_seq2seq.INPUT_CHECKS`,
-    keyed by the task a model's config names)."""
-    from ..pipeline_seq2seq import INPUT_CHECKS
+    keyed by the task a model's config names), and never split it into sentences."""
+    from ..pipeline_seq2seq import INPUT_CHECKS, UNSPLIT_TASKS
     from .grammar import check_model_input
 
     INPUT_CHECKS["series"] = check_model_input
+    UNSPLIT_TASKS.add("series")  # an expression is no text of sentences

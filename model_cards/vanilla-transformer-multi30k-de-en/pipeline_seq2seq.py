@@ -4,10 +4,15 @@ transformers v5 removed the `translation`, `text2text-generation` and `summariza
 (`pipeline("translation")` now raises). This restores the one call from text to text, backed by
 `AutoModelForSeq2SeqLM` and the model's own `generate()` (and its saved generation config).
 
+A paragraph or a whole document is translated sentence by sentence, as the models were trained: it is split
+into sentences, they are translated in batches of similar lengths, and the text comes back with its line and
+paragraph breaks (`split_sentences=False` hands the text to the model whole).
+
 This file imports only `torch` and `transformers`: a saved model folder carries it (`custom_pipelines`
 in config.json) so Hub users get the pipeline with `trust_remote_code=True`.
 """
 
+import re
 from collections.abc import Callable
 
 from transformers import AutoModelForSeq2SeqLM, Pipeline
@@ -20,6 +25,34 @@ TASK_NAME = "seq2seq-generation"
 # series model's grammar, outside which that model still answers, confidently and wrongly.
 INPUT_CHECKS: dict[str, Callable[[str], None]] = {}
 
+# The tasks whose inputs are no text to split into sentences (the installed package adds the series task).
+UNSPLIT_TASKS: set[str] = set()
+# How a paragraph is cut into sentences: `(text, language) -> sentences`. Empty in the copy a folder carries,
+# which cuts at sentence-final punctuation (`plain_sentences`); the installed package adds a rule-based
+# splitter made for this, which knows each language's abbreviations.
+SENTENCE_SPLITTERS: dict[str, Callable[[str, str], list[str]]] = {}
+# Sentences generated at once when a document is split and the call names no `batch_size`.
+SENTENCE_BATCH_SIZE = 16
+
+
+def plain_sentences(text: str, language: str = "en") -> list[str]:
+    """Sentences of one paragraph, cut after ".", "!" or "?" where white space and a capital letter, a
+    digit or an opening quote follow: the fallback that needs nothing (it also cuts after "Dr.")."""
+    pieces = re.split(r"(?<=[.!?])\s+(?=[\"'„“«(\[0-9A-ZÀ-ÖØ-Þ])", text.strip())
+    return [piece for piece in pieces if piece]
+
+
+def split_document(text: str, language: str) -> list[str | list[str]]:
+    """`text` as its line breaks (strings, kept as they are) between lists of the sentences of each line."""
+    splitter = next(reversed(SENTENCE_SPLITTERS.values()), plain_sentences)
+    parts: list[str | list[str]] = []
+    for index, part in enumerate(re.split(r"(\s*\n\s*)", text)):
+        if index % 2:
+            parts.append(part)
+        elif part.strip():
+            parts.append([sentence.strip() for sentence in splitter(part, language) if sentence.strip()])
+    return parts
+
 
 class Seq2SeqGenerationPipeline(Pipeline):
     """Text in, generated text out: `pipe("Ein Hund läuft.")` -> `[{"generated_text": "A dog runs."}]`.
@@ -28,6 +61,10 @@ class Seq2SeqGenerationPipeline(Pipeline):
     (`num_beams`, `max_new_tokens`, `do_sample`, `num_return_sequences`, ...) can be given at construction
     or per call. `truncation=True` truncates inputs to the tokenizer's `model_max_length` instead of
     letting the model reject inputs longer than it allows.
+
+    A text of several sentences is translated sentence by sentence and joined again, its line breaks kept
+    (`split_sentences=True`, the default; `source_lang=` names the language whose sentence rules apply,
+    default "en"). An input that is no text (the series task's expressions) is never split.
     """
 
     # What `pipeline(model=folder)` loads beside the model: a tokenizer and nothing else. transformers reads
@@ -39,14 +76,67 @@ class Seq2SeqGenerationPipeline(Pipeline):
     _load_image_processor = False
     _load_feature_extractor = False
 
-    def _sanitize_parameters(self, truncation=None, skip_special_tokens=None, **generate_kwargs):
-        preprocess_params = {} if truncation is None else {"truncation": truncation}
+    def _sanitize_parameters(
+        self,
+        truncation=None,
+        skip_special_tokens=None,
+        split_sentences=None,
+        source_lang=None,
+        **generate_kwargs,
+    ):
+        # `split_sentences` and `source_lang` are read by `__call__`; kept here so they can be given at
+        # construction too.
+        preprocess_params = {
+            name: value
+            for name, value in (
+                ("truncation", truncation),
+                ("split_sentences", split_sentences),
+                ("source_lang", source_lang),
+            )
+            if value is not None
+        }
         postprocess_params = (
             {} if skip_special_tokens is None else {"skip_special_tokens": skip_special_tokens}
         )
         return preprocess_params, generate_kwargs, postprocess_params
 
-    def preprocess(self, text, truncation: bool = False):
+    def __call__(self, inputs, *args, **kwargs):
+        settings = {**self._preprocess_params, **kwargs}
+        split = settings.get("split_sentences", True)
+        if not split or getattr(self.model.config, "task", None) in UNSPLIT_TASKS:
+            return super().__call__(inputs, *args, **kwargs)
+        single = isinstance(inputs, str)
+        texts = [inputs] if single else inputs
+        if not isinstance(texts, list) or not all(isinstance(text, str) and text.strip() for text in texts):
+            return super().__call__(inputs, *args, **kwargs)  # refused there, in one line
+        documents = [split_document(text, settings.get("source_lang", "en")) for text in texts]
+        if all(len(document) == 1 and len(document[0]) == 1 for document in documents):
+            return super().__call__(inputs, *args, **kwargs)  # one sentence each: nothing to split
+        if settings.get("num_return_sequences", self._forward_params.get("num_return_sequences", 1)) > 1:
+            raise ValueError(
+                "num_return_sequences > 1 gives several outputs for each sentence, which do not join into "
+                "one text: pass split_sentences=False to generate from the text whole."
+            )
+        sentences = [sentence for document in documents for part in document if isinstance(part, list)
+                     for sentence in part]  # fmt: skip
+        # Longest first, so that a batch pads little and the first batch shows the memory a run needs.
+        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
+        if kwargs.get("batch_size") is None and self._batch_size is None:
+            kwargs["batch_size"] = SENTENCE_BATCH_SIZE
+        outputs = super().__call__([sentences[i] for i in order], *args, **kwargs)
+        translated = [""] * len(sentences)
+        for position, index in enumerate(order):
+            translated[index] = outputs[position][0]["generated_text"].strip()
+        results, next_sentence = [], iter(translated)
+        for document in documents:
+            pieces = [
+                part if isinstance(part, str) else " ".join(next(next_sentence) for _ in part)
+                for part in document
+            ]
+            results.append([{"generated_text": "".join(pieces)}])
+        return results[0] if single else results
+
+    def preprocess(self, text, truncation: bool = False, **split_settings):  # those are `__call__`'s
         if not isinstance(text, str):
             raise TypeError(f"{TASK_NAME} takes a string or a list of strings, got {type(text).__name__}.")
         if not text.strip():

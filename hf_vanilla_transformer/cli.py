@@ -1,13 +1,15 @@
 """The command line, the package's top layer (only scripts import it): every script's parser, recipe files
-read into it (`parse_recipe_and_args`), unknown options answered with the closest real one, and a
-user's mistake (a missing folder, a bad split, a configuration that cannot work, corrupt weights, empty data)
-ended with its message and exit status 2 instead of a traceback.
+read into it (`parse_recipe_and_args`), unknown options answered with the closest real one, every numeric
+option checked against its range as it is parsed (`NUMERIC_RANGES`), and a user's mistake (a missing
+folder, a bad split, a configuration that cannot work, corrupt weights, empty data) ended with its message
+and exit status 2 instead of a traceback.
 
 A user error is a type, never a guess: the package's `errors.UserError` family, a model configuration's
 refusal of a value (the errors of `@strict` dataclasses, which name the field and the value), and a model
 folder's unreadable weights (`UnreadableWeightsError` of the model file, which cannot import the package).
-Anything else, a `ValueError` from a bug included, is a bug or something unforeseen, and keeps its
-traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1` shows the traceback of user errors too.
+While the options are parsed, a `ValueError` is the refusal of a value given (the Trainer checks its own
+arguments so) and becomes one. Anything else, a `ValueError` from a bug included, is a bug or something
+unforeseen, and keeps its traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1` shows the traceback of user errors too.
 """
 
 from __future__ import annotations
@@ -39,6 +41,105 @@ EXAMPLE_SCRIPT_SPELLINGS = {
     "overwrite_output_dir": "overwrite",
     "preprocessing_num_workers": "num_proc",
 }
+
+
+# The range of every numeric option of the package's scripts, by name (each is spelt one way everywhere),
+# checked as the command line (and a recipe file) is parsed: a value that cannot work is refused in one line
+# naming the option, instead of failing deep in the code. "any" is a number with no bound; the options the
+# Trainer itself defines are its own to check.
+NUMERIC_RANGES = {
+    **dict.fromkeys(
+        (
+            "batch_size",
+            "batch_size_multiple",
+            "every",
+            "gradient_accumulation_steps",
+            "last",
+            "logging_steps",
+            "max_eval_examples",
+            "max_examples",
+            "max_new_tokens",
+            "max_source_length",
+            "max_steps",
+            "max_target_chars",
+            "max_target_length",
+            "max_terms",
+            "max_tokens",
+            "max_train_examples",
+            "min_frequency",
+            "model_max_length",
+            "num_beams",
+            "num_examples",
+            "num_proc",
+            "operator_steps",
+            "repeats",
+            "save_steps",
+            "save_total_limit",
+            "timed_steps",
+            "vocab_size",
+            "wmt14_train_pairs",
+        ),
+        ">= 1",
+    ),
+    **dict.fromkeys(
+        (
+            "memory_limit_mb",
+            "seed",
+            "show_examples",
+            "symbol_renamings",
+            "test_size",
+            "untimed_steps",
+            "validation_size",
+            "warmup_steps",
+            "max_grad_norm",
+            "weight_decay",
+        ),
+        ">= 0",
+    ),
+    **dict.fromkeys(("adam_epsilon", "hub_timeout", "lr_scale", "max_train_minutes", "timeout"), "> 0"),
+    **dict.fromkeys(("adam_beta1", "adam_beta2"), "[0, 1)"),
+    "max_unknown_token_share": "[0, 1]",
+    "max_warmup_fraction": "(0, 1)",
+    "utilisation": "(0, 1]",
+    "port": "[1, 65535]",
+    **dict.fromkeys(("layer", "length_penalty"), "any"),  # a layer counts from the top when negative
+}
+
+
+def check_numeric_range(name: str, value) -> None:
+    """Refuse `value` for the option `name` outside `NUMERIC_RANGES[name]` (a user error naming both)."""
+    spec = NUMERIC_RANGES.get(name, "any")
+    if value is None or spec == "any":
+        return
+    if spec.startswith((">=", ">")):
+        bound = float(spec.split()[-1])
+        fits = value >= bound if spec.startswith(">=") else value > bound
+    else:
+        low, high = (float(part) for part in spec[1:-1].split(","))
+        fits = (low <= value if spec[0] == "[" else low < value) and (
+            value <= high if spec[-1] == "]" else value < high
+        )
+    if not fits:
+        wanted = f"in {spec}" if spec[0] in "[(" else spec.replace(">=", "at least").replace(">", "more than")
+        raise UsageError(f"--{name} must be {wanted}, got {value}.")
+
+
+def _own_numeric_fields(instance) -> list[str]:
+    """The numeric fields of a parsed dataclass that this package defines (not the Trainer's own)."""
+    names = []
+    for field in dataclasses.fields(instance):
+        owner = next(
+            (cls for cls in type(instance).__mro__ if field.name in vars(cls).get("__annotations__", {})),
+            None,
+        )
+        own = owner is not None and not owner.__module__.startswith(("transformers", "accelerate"))
+        if (
+            own
+            and isinstance(getattr(instance, field.name), int | float)
+            and not isinstance(getattr(instance, field.name), bool)
+        ):
+            names.append(field.name)
+    return names
 
 
 def is_user_error(error: BaseException) -> bool:
@@ -122,12 +223,22 @@ def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
     known = [option for action in parser._actions for option in action.option_strings]
     unknown = [item for item in args if item.startswith("--") and item.split("=", 1)[0] not in known]
     if not unknown:
-        *parsed, unknown = parser.parse_args_into_dataclasses(
-            args=args, look_for_args_file=False, return_remaining_strings=True
-        )
+        try:
+            *parsed, unknown = parser.parse_args_into_dataclasses(
+                args=args, look_for_args_file=False, return_remaining_strings=True
+            )
+        except ValueError as error:
+            if is_user_error(error):
+                raise
+            # Raised while the arguments' dataclasses are built from the values given (the Trainer's own
+            # checks among them): a refusal of those values, in one line.
+            raise UsageError(" ".join(str(error).split())) from error
     if unknown:
         names = [option[2:] for option in known if option.startswith("--")]
         raise UsageError(unknown_options_message(unknown, names))
+    for instance in parsed:
+        for name in _own_numeric_fields(instance):
+            check_numeric_range(name, getattr(instance, name))
     return tuple(parsed)
 
 

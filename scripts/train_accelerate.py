@@ -94,8 +94,10 @@ class LoopArguments:
         for name in ("max_steps", "gradient_accumulation_steps", "logging_steps", "save_steps"):
             if getattr(self, name) < 1:
                 raise UsageError(f"--{name} must be at least 1, got {getattr(self, name)}.")
-        if self.warmup_steps < 0 or self.lr_scale <= 0:
-            raise UsageError("--warmup_steps must be at least 0 and --lr_scale positive.")
+        if self.warmup_steps < 0:
+            raise UsageError(f"--warmup_steps must be at least 0, got {self.warmup_steps}.")
+        if self.lr_scale <= 0:
+            raise UsageError(f"--lr_scale must be positive, got {self.lr_scale}.")
 
 
 @dataclass

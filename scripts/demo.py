@@ -32,6 +32,7 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import default_max_new_tokens, length_limit
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
+from hf_vanilla_transformer.pipeline_seq2seq import UNSPLIT_TASKS, split_document
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.workers import generate_examples
@@ -83,6 +84,7 @@ class DemoModel:
     spec: ModelSpec
     model: torch.nn.Module = field(repr=False)
     tokenizer: object = field(repr=False)
+    source_lang: str = "en"  # whose sentence rules split a text (the pipeline's default)
 
     @classmethod
     def load(cls, spec: ModelSpec) -> DemoModel:
@@ -142,13 +144,21 @@ class DemoModel:
             self.task.check_input(text)
         except UsageError as error:
             raise DemoInputError(f"Not an input the model was trained on: {error}") from None
-        length = len(self.tokenizer(text)["input_ids"])
+        sentences = [sentence for part in self.sentences(text) if isinstance(part, list) for sentence in part]
+        length = max(len(self.tokenizer(sentence)["input_ids"]) for sentence in sentences)
         if length > self.max_input_tokens:
+            which = "The input is" if len(sentences) == 1 else "A sentence of the input is"
             raise DemoInputError(
-                f"The input is {length} tokens long; this model takes at most {self.max_input_tokens}. "
-                "Shorten it."
+                f"{which} {length} tokens long; this model takes at most {self.max_input_tokens}. Shorten it."
             )
         return text
+
+    def sentences(self, text: str) -> list[str | list[str]]:
+        """`text` as the model reads it: a text as the pipeline splits it (lists of sentences between its line
+        breaks, `split_document`, by `source_lang`'s rules), an input that is no text (series) whole."""
+        if self.spec.task in UNSPLIT_TASKS:
+            return [[text]]
+        return split_document(text, self.source_lang)
 
     def generation_kwargs(
         self, decoding: str, num_beams: int, length_penalty: float, max_new_tokens: int, temperature: float,
@@ -164,12 +174,24 @@ class DemoModel:
         return kwargs
 
     def generate(self, text: str, **generation) -> str:
-        inputs = self.tokenizer(text, return_tensors="pt").to(self.model.device)
+        return self.generate_sentences(text, **generation)[0]
+
+    def generate_sentences(self, text: str, **generation) -> tuple[str, list[tuple[str, str]]]:
+        """The output for `text`, generated sentence by sentence as the pipeline does (one batch) and joined
+        with the text's line breaks, and the (sentence, output) pairs."""
+        parts = self.sentences(text)
+        sentences = [sentence for part in parts if isinstance(part, list) for sentence in part]
+        inputs = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
         with torch.inference_mode():
             ids = self.model.generate(**inputs, **generation)
-        return self.tokenizer.decode(ids[0], skip_special_tokens=True).strip()
+        outputs = [output.strip() for output in self.tokenizer.batch_decode(ids, skip_special_tokens=True)]
+        pending = iter(outputs)
+        joined = "".join(
+            part if isinstance(part, str) else " ".join(next(pending) for _ in part) for part in parts
+        )
+        return joined, list(zip(sentences, outputs, strict=True))
 
-    def attention_map(self, text: str, output: str, layer: int, head: str) -> Image.Image:
+    def attention_map(self, text: str, output: str, layer: int, head: str, title: str = "") -> Image.Image:
         """The cross-attention of decoder `layer` (1-based) while the model reads its own `output`, for one
         head ("head 3") or averaged over heads, drawn by `plot_cross_attention`."""
         if not 1 <= int(layer) <= self.num_layers:
@@ -187,7 +209,7 @@ class DemoModel:
         with tempfile.TemporaryDirectory() as folder:
             path = plot_cross_attention(
                 weights, source_tokens, target_tokens, Path(folder) / "attention.png",
-                title=f"decoder layer {layer}", head_titles=titles,
+                title=f"decoder layer {layer}{title}", head_titles=titles,
             )  # fmt: skip
             from PIL import Image  # Pillow comes with the demo's extra (Gradio, matplotlib)
 
@@ -240,8 +262,9 @@ def build_demo(models: list[DemoModel]):
                 generation = demo_model.generation_kwargs(
                     decoding, num_beams, length_penalty, max_new_tokens, temperature, top_p
                 )
-                output = demo_model.generate(text, **generation)
-                image = demo_model.attention_map(text, output, layer, head)
+                output, pairs = demo_model.generate_sentences(text, **generation)
+                of = f", sentence 1 of {len(pairs)}" if len(pairs) > 1 else ""
+                image = demo_model.attention_map(*pairs[0], layer, head, title=of)
             except DemoInputError as error:
                 raise gr.Error(str(error), print_exception=False) from None
             if not demo_model.task.expands_with_cas:

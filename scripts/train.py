@@ -34,10 +34,14 @@ def main() -> None:
     trainer, final = run_training(model_args, data_args, recipe_args, training_args)
     if trainer.is_world_process_zero():
         print(f"Saved the trained model to {final}")
-    # Under `accelerate launch` the processes leave together and take down their process group first: a
-    # process that exits while another still saves can abort in torch's communication threads at shutdown.
-    trainer.accelerator.wait_for_everyone()
-    trainer.accelerator.end_training()
+    # Under `accelerate launch` the processes leave together, and each releases the model and its engine
+    # (DDP's, DeepSpeed's) and takes down its process group before it exits: communication work still
+    # alive when the interpreter shuts down aborts the process (SIGABRT in Gloo's threads).
+    accelerator = trainer.accelerator
+    accelerator.wait_for_everyone()
+    del trainer
+    accelerator.free_memory()
+    accelerator.end_training()
 
 
 if __name__ == "__main__":

@@ -243,3 +243,17 @@ def test_attention_labels_every_token_that_fits():
     assert label_stride(7, (0.28 * 7 + 1.5 - 1.5) / 0.28) == 1  # 7.000000000000001 cells hold 7 labels
     assert label_stride(100, 10.5 / 0.28) == 3  # 37 fit: every third of 100
     assert label_stride(3, 0.5) == 3
+
+
+def test_translation_tab_translates_a_paragraph_sentence_by_sentence(served):
+    """As the pipeline does: each sentence through the model, joined again with the text's line breaks; the
+    heat map is the first sentence's."""
+    models, client = served
+    settings = ("greedy", 1, 1.0, 8, 1.0, 0.9, 1, demo.MEAN_OVER_HEADS)
+    one_by_one = [
+        models[0].generate(sentence, **models[0].generation_kwargs(*settings[:6]))
+        for sentence in ("Zwei Hunde spielen.", "Ein Mann liest.", "Eine Frau singt.")
+    ]
+    text = "Zwei Hunde spielen. Ein Mann liest.\n\nEine Frau singt."
+    output = client.predict(text, *settings, api_name="/generate_0")[0]
+    assert output == f"{one_by_one[0]} {one_by_one[1]}\n\n{one_by_one[2]}"

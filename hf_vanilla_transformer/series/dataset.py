@@ -159,9 +159,9 @@ def generate_series_dataset(
 
     `options` are the other fields of `SeriesDataArguments` (seed, num_proc, test_size, validation_size,
     timeout, max_target_chars, memory_limit_mb, overwrite); bad values raise `ValueError` naming them.
-    `output_dir` receives a `datasets.DatasetDict` (`save_to_disk`; splits train, validation and test; columns
-    `expression` and `series`) and `summary.json` (split sizes, drops by reason, character-length statistics,
-    the arguments and the time taken).
+    `output_dir` receives a `datasets.DatasetDict` (`save_to_disk`; splits train, validation and test, one
+    asked to be empty left out; columns `expression` and `series`) and `summary.json` (split sizes, drops by
+    reason, character-length statistics, the arguments and the time taken).
     """
     args = SeriesDataArguments(output_dir=str(output_dir), num_examples=num_examples, **options)
     started = time.perf_counter()

@@ -109,7 +109,7 @@ NUMERIC_RANGES = {
 def check_numeric_range(name: str, value) -> None:
     """Refuse `value` for the option `name` outside `NUMERIC_RANGES[name]` (a user error naming both)."""
     spec = NUMERIC_RANGES.get(name, "any")
-    if value is None or spec == "any":
+    if spec == "any" or isinstance(value, bool) or not isinstance(value, int | float):
         return
     if spec.startswith((">=", ">")):
         bound = float(spec.split()[-1])
@@ -124,20 +124,17 @@ def check_numeric_range(name: str, value) -> None:
         raise UsageError(f"--{name} must be {wanted}, got {value}.")
 
 
-def _own_numeric_fields(instance) -> list[str]:
-    """The numeric fields of a parsed dataclass that this package defines (not the Trainer's own)."""
+def numeric_options(dataclass_type) -> list[str]:
+    """The numeric options of an arguments dataclass that this package defines (not the Trainer's own),
+    by their annotation: the ones `NUMERIC_RANGES` must cover."""
     names = []
-    for field in dataclasses.fields(instance):
+    for field in dataclasses.fields(dataclass_type):
         owner = next(
-            (cls for cls in type(instance).__mro__ if field.name in vars(cls).get("__annotations__", {})),
-            None,
+            cls for cls in dataclass_type.__mro__ if field.name in vars(cls).get("__annotations__", {})
         )
-        own = owner is not None and not owner.__module__.startswith(("transformers", "accelerate"))
-        if (
-            own
-            and isinstance(getattr(instance, field.name), int | float)
-            and not isinstance(getattr(instance, field.name), bool)
-        ):
+        kind = str(field.type)
+        numeric = ("int" in kind or "float" in kind) and "bool" not in kind and "str" not in kind
+        if field.init and numeric and not owner.__module__.startswith(("transformers", "accelerate")):
             names.append(field.name)
     return names
 
@@ -237,7 +234,7 @@ def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
         names = [option[2:] for option in known if option.startswith("--")]
         raise UsageError(unknown_options_message(unknown, names))
     for instance in parsed:
-        for name in _own_numeric_fields(instance):
+        for name in numeric_options(type(instance)):
             check_numeric_range(name, getattr(instance, name))
     return tuple(parsed)
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import urlparse
 
 from transformers import (
+    AutoConfig,
     AutoModelForSeq2SeqLM,
     AutoTokenizer,
     PreTrainedModel,
@@ -155,6 +156,13 @@ def check_model_task(config, location: str | Path, task: str, fix: str = "--task
             f"{location} is a {trained_for} model, not a {task} one: give {fix.format(task=trained_for)}, or "
             f"a {task} model."
         )
+
+
+def check_model_for_task(location: str | Path, task: str) -> None:
+    """Before any data is read: the model at `location` exists (`check_model_location`) and was not trained
+    for another task than `task` (`check_model_task`, reading its config only)."""
+    check_model_location(location)
+    check_model_task(AutoConfig.from_pretrained(location), location, task)
 
 
 def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, folder: str | Path) -> Path:

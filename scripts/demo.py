@@ -32,7 +32,12 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import default_max_new_tokens, length_limit
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
-from hf_vanilla_transformer.pipeline_seq2seq import UNSPLIT_TASKS, split_document
+from hf_vanilla_transformer.pipeline_seq2seq import (
+    UNSPLIT_TASKS,
+    document_sentences,
+    join_document,
+    split_document,
+)
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.workers import generate_examples
@@ -144,7 +149,7 @@ class DemoModel:
             self.task.check_input(text)
         except UsageError as error:
             raise DemoInputError(f"Not an input the model was trained on: {error}") from None
-        sentences = [sentence for part in self.sentences(text) if isinstance(part, list) for sentence in part]
+        sentences = document_sentences(self.sentences(text))
         length = max(len(self.tokenizer(sentence)["input_ids"]) for sentence in sentences)
         if length > self.max_input_tokens:
             which = "The input is" if len(sentences) == 1 else "A sentence of the input is"
@@ -180,16 +185,12 @@ class DemoModel:
         """The output for `text`, generated sentence by sentence as the pipeline does (one batch) and joined
         with the text's line breaks, and the (sentence, output) pairs."""
         parts = self.sentences(text)
-        sentences = [sentence for part in parts if isinstance(part, list) for sentence in part]
+        sentences = document_sentences(parts)
         inputs = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
         with torch.inference_mode():
             ids = self.model.generate(**inputs, **generation)
         outputs = [output.strip() for output in self.tokenizer.batch_decode(ids, skip_special_tokens=True)]
-        pending = iter(outputs)
-        joined = "".join(
-            part if isinstance(part, str) else " ".join(next(pending) for _ in part) for part in parts
-        )
-        return joined, list(zip(sentences, outputs, strict=True))
+        return join_document(parts, iter(outputs)), list(zip(sentences, outputs, strict=True))
 
     def attention_map(self, text: str, output: str, layer: int, head: str, title: str = "") -> Image.Image:
         """The cross-attention of decoder `layer` (1-based) while the model reads its own `output`, for one

@@ -32,18 +32,13 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
-from transformers import AutoConfig, AutoTokenizer, get_scheduler
+from transformers import AutoTokenizer, get_scheduler
 from transformers.trainer_utils import rotate_checkpoints
 
 from hf_vanilla_transformer.cli import make_parser, parse_dataclasses, run_script
 from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.saving import (
-    check_model_location,
-    check_model_task,
-    check_tokenizer_location,
-    save_model_folder,
-)
+from hf_vanilla_transformer.saving import check_model_for_task, check_tokenizer_location, save_model_folder
 from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
 from hf_vanilla_transformer.training import (
     BatchingArguments,
@@ -243,8 +238,7 @@ def main() -> None:
     RecipeArguments(overwrite=args.overwrite).check_output_dir(args)
     check_tokenizer_location(data_args.tokenizer)
     if model_args.model:  # before the data is read: a model for the other task is refused at once
-        check_model_location(model_args.model)
-        check_model_task(AutoConfig.from_pretrained(model_args.model), model_args.model, data_args.task)
+        check_model_for_task(model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
     dataset = prepare_dataset(data_args, tokenizer)["train"]
     set_seed(args.seed)  # the initial weights

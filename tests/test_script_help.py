@@ -7,7 +7,6 @@ script built it, is inspected, so no script does any work.
 """
 
 import argparse
-import dataclasses
 import importlib
 import re
 import sys
@@ -110,19 +109,6 @@ def test_every_documented_command_uses_options_its_script_has(monkeypatch):
     assert not wrong, "documented options the scripts do not have:\n" + "\n".join(wrong)
 
 
-def _own_numeric_options(parser) -> list[str]:
-    """The numeric options a parser's dataclasses define in this package (the Trainer's are its own)."""
-    names = []
-    for dtype in parser.dataclass_types:
-        for field in dataclasses.fields(dtype):
-            owner = next(cls for cls in dtype.__mro__ if field.name in vars(cls).get("__annotations__", {}))
-            kind = str(field.type)
-            numeric = ("int" in kind or "float" in kind) and "bool" not in kind and "str" not in kind
-            if field.init and numeric and not owner.__module__.startswith(("transformers", "accelerate")):
-                names.append(field.name)
-    return names
-
-
 # A value just outside each kind of range in `cli.NUMERIC_RANGES`.
 OUTSIDE = {">= 1": "0", ">= 0": "-1", "> 0": "0", "[0, 1)": "1", "[0, 1]": "2", "(0, 1)": "0", "(0, 1]": "0"}
 OUTSIDE["[1, 65535]"] = "0"
@@ -132,12 +118,12 @@ OUTSIDE["[1, 65535]"] = "0"
 def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
     """Beams, counts, sizes, budgets, minutes: each numeric option of every script has a range, and a value
     outside it is refused in one line naming the option before the script does any work."""
-    from hf_vanilla_transformer.cli import NUMERIC_RANGES, parse_dataclasses
+    from hf_vanilla_transformer.cli import NUMERIC_RANGES, numeric_options, parse_dataclasses
     from hf_vanilla_transformer.errors import UsageError
 
     parser = built_parser(script, monkeypatch)
     monkeypatch.undo()  # the real argparse again, to parse
-    names = _own_numeric_options(parser)
+    names = [name for dtype in parser.dataclass_types for name in numeric_options(dtype)]
     assert not set(names) - set(NUMERIC_RANGES), (
         f"{script}.py: no range for {set(names) - set(NUMERIC_RANGES)}"
     )

@@ -19,7 +19,7 @@ from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfi
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..outputs import check_not_a_file
-from ..saving import check_model_location, check_model_task, check_tokenizer_location
+from ..saving import check_model_for_task, check_model_location, check_tokenizer_location
 from ..tasks import DataArguments, prepare_dataset
 from .batching import BatchingArguments
 from .budget import TimeBudget
@@ -298,7 +298,7 @@ def prepare_training(
     """What training starts from: the tokenizer, the tokenized splits, and the model, built after
     seeding with `training_args.seed` so that a recipe's seed fixes the initial weights too; sets the
     learning rate by eq. 3 (`set_paper_learning_rate`)."""
-    from transformers import AutoConfig, AutoTokenizer
+    from transformers import AutoTokenizer
 
     check_processes_train_together(training_args)
     recipe_args.check(training_args)
@@ -310,8 +310,7 @@ def prepare_training(
         )
     check_tokenizer_location(data_args.tokenizer)
     if model_args.model:  # before the data is read: a model for the other task is refused at once
-        check_model_location(model_args.model)
-        check_model_task(AutoConfig.from_pretrained(model_args.model), model_args.model, data_args.task)
+        check_model_for_task(model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
     # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
     # corpus of millions of pairs is tokenized once, not once per GPU).

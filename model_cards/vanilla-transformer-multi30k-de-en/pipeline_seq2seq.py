@@ -13,7 +13,7 @@ in config.json) so Hub users get the pipeline with `trust_remote_code=True`.
 """
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
@@ -52,6 +52,18 @@ def split_document(text: str, language: str) -> list[str | list[str]]:
         elif part.strip():
             parts.append([sentence.strip() for sentence in splitter(part, language) if sentence.strip()])
     return parts
+
+
+def document_sentences(document: list[str | list[str]]) -> list[str]:
+    """The sentences of a `split_document` result, in order."""
+    return [sentence for part in document if isinstance(part, list) for sentence in part]
+
+
+def join_document(document: list[str | list[str]], outputs: Iterator[str]) -> str:
+    """`document` with each of its sentences replaced by the next of `outputs`, its line breaks kept."""
+    return "".join(
+        part if isinstance(part, str) else " ".join(next(outputs) for _ in part) for part in document
+    )
 
 
 class Seq2SeqGenerationPipeline(Pipeline):
@@ -117,8 +129,7 @@ class Seq2SeqGenerationPipeline(Pipeline):
                 "num_return_sequences > 1 gives several outputs for each sentence, which do not join into "
                 "one text: pass split_sentences=False to generate from the text whole."
             )
-        sentences = [sentence for document in documents for part in document if isinstance(part, list)
-                     for sentence in part]  # fmt: skip
+        sentences = [sentence for document in documents for sentence in document_sentences(document)]
         # Longest first, so that a batch pads little and the first batch shows the memory a run needs.
         order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
         if kwargs.get("batch_size") is None and self._batch_size is None:
@@ -127,13 +138,8 @@ class Seq2SeqGenerationPipeline(Pipeline):
         translated = [""] * len(sentences)
         for position, index in enumerate(order):
             translated[index] = outputs[position][0]["generated_text"].strip()
-        results, next_sentence = [], iter(translated)
-        for document in documents:
-            pieces = [
-                part if isinstance(part, str) else " ".join(next(next_sentence) for _ in part)
-                for part in document
-            ]
-            results.append([{"generated_text": "".join(pieces)}])
+        pending = iter(translated)
+        results = [[{"generated_text": join_document(document, pending)}] for document in documents]
         return results[0] if single else results
 
     def preprocess(self, text, truncation: bool = False, **split_settings):  # those are `__call__`'s

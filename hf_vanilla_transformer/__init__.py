@@ -17,7 +17,6 @@ from .modeling_vanilla_transformer import (
 )
 from .pipeline_seq2seq import TASK_NAME as PIPELINE_TASK
 from .pipeline_seq2seq import Seq2SeqGenerationPipeline, register_pipeline
-from .sentences import register_sentence_splitter
 from .series import register_input_check
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
@@ -32,7 +31,6 @@ VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelFor
 
 register_pipeline()
 register_input_check()
-register_sentence_splitter()
 
 __version__ = "0.3.0"
 

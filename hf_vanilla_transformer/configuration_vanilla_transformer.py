@@ -87,6 +87,18 @@ def _choice(choices: tuple[str, ...]):
     return check
 
 
+def _languages(value: Any) -> None:
+    if value is None:
+        return
+    if (
+        not isinstance(value, (list, tuple))
+        or len(value) != 2
+        or not all(isinstance(code, str) and code for code in value)
+        or value[0] == value[1]
+    ):
+        raise ValueError(f"must be None or two different language codes, source then target, got {value!r}.")
+
+
 def _positive(default: int):
     return validated_field(_positive_int, default=default)
 
@@ -148,6 +160,10 @@ class VanillaTransformerConfig(PreTrainedConfig):
         task: what the model was trained for, `"translation"` or `"series"`: the package's tools (evaluation,
             the demo, attention plots) read it to refuse a model given for another task. `None` for a fresh
             model and for folders saved before it existed; training sets it.
+        langs: a translation model's source and target language codes, e.g. `["de", "en"]` (as transformers'
+            FSMT configuration names them); the pipeline splits a text into sentences by the source
+            language's rules. `None` for other tasks and unknown languages; training and the Marian import set
+            it.
 
     The generic transformers names are aliases (`attribute_map`), for reading and for building:
     `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
@@ -200,6 +216,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     init_std: float | None = None
     init_method: str = validated_field(_choice(INIT_METHODS), default="fairseq")
     task: str | None = validated_field(_choice((None, *MODEL_TASKS)), default=None)
+    langs: list[str] | None = validated_field(_languages, default=None)
     use_cache: bool = True
     is_encoder_decoder: bool = True
     # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.

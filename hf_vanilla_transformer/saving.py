@@ -21,15 +21,20 @@ from transformers import (
     pipeline,
 )
 
-from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq
+from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq, sentences
 from .configuration_vanilla_transformer import VanillaTransformerConfig
 from .errors import MissingPathError, OfflineError, UsageError
-from .pipeline_seq2seq import TASK_NAME
+from .pipeline_seq2seq import TASK_NAME, UNSPLIT_TASKS
 
 # The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
 CODE_FILES = {
     Path(module.__file__).name: Path(module.__file__)
-    for module in (configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq)
+    for module in (
+        configuration_vanilla_transformer,
+        modeling_vanilla_transformer,
+        pipeline_seq2seq,
+        sentences,
+    )
 }
 
 
@@ -132,18 +137,26 @@ def load_model_folder(
     return model, tokenizer
 
 
+def _report_data(location: str | Path) -> dict:
+    """The data section of the first evaluation report (`eval-*.json`) a folder carries, or `{}`: what a
+    folder saved before its config recorded the task or languages was evaluated on."""
+    for report in sorted(Path(location).glob("eval-*.json")):
+        try:
+            data = json.loads(report.read_text(encoding="utf-8"))["data"]
+        except (ValueError, KeyError, TypeError):
+            continue
+        if isinstance(data, dict):
+            return data
+    return {}
+
+
 def model_task(config, location: str | Path | None = None) -> str | None:
     """What a model was trained for: its config's `task`; for a folder saved before configs recorded it, the
     task of the evaluation reports it carries (`eval-*.json`); else None (unknown). `config` is the model's
     config (or the model), read before any weights are loaded."""
     task = getattr(getattr(config, "config", config), "task", None)
     if task is None and location is not None and Path(location).is_dir():
-        for report in sorted(Path(location).glob("eval-*.json")):
-            try:
-                task = json.loads(report.read_text(encoding="utf-8"))["data"]["task"]
-            except (ValueError, KeyError, TypeError):
-                continue
-            break
+        task = _report_data(location).get("task")
     return task
 
 
@@ -224,15 +237,27 @@ def slim_generation_config(text: str, model_config: dict) -> str | None:
 def folder_repairs(folder: Path, where: str) -> dict[str, Path | str]:
     """What `update_model_code` writes into the saved folder `folder` (`where` names it in errors), by file
     name: each outdated code file (the package's, as a path); config.json with the bare model in `auto_map`
-    if it lacks it (as `save_pretrained` writes it now); generation_config.json as v5 writes one
+    if it lacks it (as `save_pretrained` writes it now) and, for a translation folder, the languages its
+    evaluation reports name if it records none (`langs`); generation_config.json as v5 writes one
     (`slim_generation_config`). Other files, weights included, are never touched."""
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     check_model_config(config, where)
     repairs: dict[str, Path | str] = {name: CODE_FILES[name] for name in outdated_code_files(folder)}
+    repaired = dict(config)
     auto_map = config.get("auto_map") or {}
     if "AutoModelForSeq2SeqLM" in auto_map and "AutoModel" not in auto_map:
-        config["auto_map"] = {**auto_map, "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel"}
-        repairs["config.json"] = json.dumps(config, indent=2, sort_keys=True) + "\n"
+        repaired["auto_map"] = {
+            **auto_map,
+            "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel",
+        }
+    data = _report_data(folder)  # what a folder's config did not record yet
+    task = config.get("task") or data.get("task")
+    if repaired.get("langs") is None and task is not None and task not in UNSPLIT_TASKS:  # a task of texts
+        languages = [data.get("source_lang"), data.get("target_lang")]
+        if all(isinstance(code, str) and code for code in languages) and languages[0] != languages[1]:
+            repaired["langs"] = languages
+    if repaired != config:
+        repairs["config.json"] = json.dumps(repaired, indent=2, sort_keys=True) + "\n"
     generation_file = folder / GENERATION_CONFIG
     if generation_file.is_file():
         slim = slim_generation_config(generation_file.read_text(encoding="utf-8"), config)

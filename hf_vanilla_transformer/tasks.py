@@ -62,6 +62,10 @@ class Task:
     # Whether a CAS can compute the reference output of any input (the demo shows it beside the model's).
     expands_with_cas: ClassVar[bool] = False
 
+    def languages(self, args: DatasetArguments) -> list[str] | None:
+        """The source and target languages of a model trained on `args`'s data, if it has any."""
+        return None
+
     def check_input(self, text: str) -> None:
         """Refuse (a `UsageError`) an input outside what the task's models were trained on: outside it a model
         still answers, confidently and wrongly."""
@@ -164,6 +168,9 @@ class TranslationTask(Task):
 
     def text_fields(self, args):
         return ("translation", args.source_lang), ("translation", args.target_lang)
+
+    def languages(self, args):
+        return [args.source_lang, args.target_lang]
 
     def load_raw(self, args):
         # The loader checks the languages, and packs flat language columns (`de`, `en`) into `translation`.
@@ -313,6 +320,12 @@ class DatasetArguments:
         if self.task is None:
             raise UsageError(f"No task given: pass --task ({' or '.join(TASKS)}).")
         return get_task(self.task)
+
+    def record_in(self, config) -> None:
+        """What a model trained on this data carries in its config: its `task` (the tools refuse it for
+        another) and, for translation, its `langs` (the pipeline splits a text by the source's rules)."""
+        config.task = self.task_spec.name
+        config.langs = self.task_spec.languages(self)
 
     def load_raw(self) -> DatasetDict:
         """The task's raw splits of `dataset`."""

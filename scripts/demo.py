@@ -32,13 +32,9 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import default_max_new_tokens, length_limit
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
-from hf_vanilla_transformer.pipeline_seq2seq import (
-    UNSPLIT_TASKS,
-    document_sentences,
-    join_document,
-    split_document,
-)
+from hf_vanilla_transformer.pipeline_seq2seq import UNSPLIT_TASKS, model_source_language
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
+from hf_vanilla_transformer.sentences import document_sentences, join_document, sentence_rules, split_document
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.workers import generate_examples
 from hf_vanilla_transformer.tasks import DEFAULT_TASK, TASKS, Task, get_task
@@ -89,7 +85,6 @@ class DemoModel:
     spec: ModelSpec
     model: torch.nn.Module = field(repr=False)
     tokenizer: object = field(repr=False)
-    source_lang: str = "en"  # whose sentence rules split a text (the pipeline's default)
 
     @classmethod
     def load(cls, spec: ModelSpec) -> DemoModel:
@@ -160,10 +155,11 @@ class DemoModel:
 
     def sentences(self, text: str) -> list[str | list[str]]:
         """`text` as the model reads it: a text as the pipeline splits it (lists of sentences between its line
-        breaks, `split_document`, by `source_lang`'s rules), an input that is no text (series) whole."""
+        breaks, `split_document`, by the rules of the model's source language), an input that is no text
+        (series) whole."""
         if self.spec.task in UNSPLIT_TASKS:
             return [[text]]
-        return split_document(text, self.source_lang)
+        return split_document(text, sentence_rules(None, model_source_language(self.model.config)))
 
     def generation_kwargs(
         self, decoding: str, num_beams: int, length_penalty: float, max_new_tokens: int, temperature: float,

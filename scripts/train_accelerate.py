@@ -243,7 +243,7 @@ def main() -> None:
     dataset = prepare_dataset(data_args, tokenizer)["train"]
     set_seed(args.seed)  # the initial weights
     model = build_model(model_args, tokenizer)
-    model.config.task = data_args.task
+    data_args.record_in(model.config)
     final = train_loop(model, tokenizer, dataset, args, batching)
     if PartialState().is_main_process:
         print(f"Saved the trained model to {final}")

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import torch
 from huggingface_hub.errors import StrictDataclassFieldValidationError
-from transformers import EncoderDecoderCache
+from transformers import AutoConfig, EncoderDecoderCache
 
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.modeling_vanilla_transformer import CACHE_FIELD
@@ -113,9 +113,9 @@ def test_folder_saved_before_the_cache_rename_is_repaired_in_place(tmp_path):
     assert result.returncode == 0, result.stderr[-3000:]
     assert "modeling_vanilla_transformer.py" in result.stdout
     assert (folder / "model.safetensors").read_bytes() == weights  # no weight changes
-    assert json.loads((folder / "config.json").read_text())["auto_map"]["AutoModel"].endswith(
-        "TransformerModel"
-    )
+    config = json.loads((folder / "config.json").read_text())
+    assert config["auto_map"]["AutoModel"].endswith("TransformerModel")
+    assert "langs" not in config  # no task and no report: no languages to record
     for name, source in CODE_FILES.items():
         assert (folder / name).read_text() == source.read_text()
     assert update_model_code(folder) == []  # now up to date
@@ -182,6 +182,22 @@ def test_update_model_code_writes_the_generation_config_as_transformers_v5_does(
     assert json.loads(generation_file.read_text()) == {**saved, **old_defaults}  # a dry run writes nothing
     assert update_model_code(tmp_path) == ["generation_config.json"]
     assert json.loads(generation_file.read_text()) == saved
+
+
+def test_update_model_code_records_a_translation_folders_languages_from_its_reports(
+    tmp_path, tiny_model, word_tokenizer
+):
+    """A translation folder saved before configs recorded `langs` gets them from its evaluation report, so
+    that its pipeline splits texts by the source language's rules; a folder without a report is left alone."""
+    tiny_model.config.task = "translation"
+    save_model_folder(tiny_model, word_tokenizer, tmp_path)
+    assert json.loads((tmp_path / "config.json").read_text())["langs"] is None
+    assert update_model_code(tmp_path) == []  # nothing names its languages
+    report = {"data": {"task": "translation", "source_lang": "de", "target_lang": "en"}, "metrics": {}}
+    (tmp_path / "eval-test-greedy.json").write_text(json.dumps(report))
+    assert update_model_code(tmp_path) == ["config.json"]
+    assert AutoConfig.from_pretrained(tmp_path).langs == ["de", "en"]
+    assert update_model_code(tmp_path) == []
 
 
 # 2. Both names of the cache, and no keyword silently dropped --------------------------------------------

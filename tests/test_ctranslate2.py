@@ -8,8 +8,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from transformers import pipeline
 
-from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer import (
+    PIPELINE_TASK,
+    Seq2SeqGenerationPipeline,
+    VanillaTransformerForConditionalGeneration,
+)
 from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
 from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2Seq
 from hf_vanilla_transformer.saving import save_model_folder
@@ -74,6 +79,33 @@ def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, varia
 
     texts = ct2.generate(SOURCES, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
     assert texts == word_tokenizer.batch_decode(greedy, skip_special_tokens=True)
+
+
+def test_a_text_is_translated_sentence_by_sentence_as_the_pipeline_does(tmp_path, word_tokenizer):
+    """The export records the model's languages; a text of several sentences is split by its source's rules
+    and comes back as the sentences' translations, its line breaks kept, as the package's pipeline gives
+    it."""
+    _saved_model(tmp_path / "model", word_tokenizer, langs=["de", "en"], task="translation")
+    exported = convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    ct2 = CTranslate2Seq2Seq(exported, intra_threads=1)
+    assert ct2.defaults["langs"] == ["de", "en"]
+    first, second = "Ein hund läuft im park.", "Zwei katzen schlafen."
+    one_by_one = [
+        ct2.generate([text], num_beams=1, max_new_tokens=MAX_NEW_TOKENS)[0] for text in (first, second)
+    ]
+    text = f"{first} {second}\n\n{second}"
+    expected = f"{one_by_one[0]} {one_by_one[1]}\n\n{one_by_one[1]}"
+    assert ct2.generate([text, first], num_beams=1, max_new_tokens=MAX_NEW_TOKENS) == [
+        expected,
+        one_by_one[0],
+    ]
+    whole = ct2.generate([text], num_beams=1, max_new_tokens=MAX_NEW_TOKENS, split_sentences=False)
+    ids = ct2.generate_ids([word_tokenizer(text)["input_ids"]], num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    assert whole == word_tokenizer.batch_decode(ids, skip_special_tokens=True)
+    pipe = pipeline(PIPELINE_TASK, model=str(tmp_path / "model"), pipeline_class=Seq2SeqGenerationPipeline)
+    assert pipe(text, num_beams=1, max_new_tokens=MAX_NEW_TOKENS) == [{"generated_text": expected}]
+    with pytest.raises(ValueError, match="No sentence rules for source_lang='xx'"):
+        ct2.generate([text], source_lang="xx")
 
 
 def test_int8_export_stays_close(tmp_path, word_tokenizer):
@@ -146,6 +178,9 @@ def test_inference_module_runs_without_torch(tmp_path, word_tokenizer):
             snippet.replace('"outputs/ct2/multi30k-de-en-int8"', repr(str(exported))),
             "import sys",
             'print(model.generate(["ein hund"], max_new_tokens=5))',
+            'texts = ["Ein hund. Zwei katzen.", "Ein hund.", "Zwei katzen."]',
+            "both = model.generate(texts, max_new_tokens=5)",
+            'assert both[0] == f"{both[1]} {both[2]}", both  # split by the sentences file beside it',
             'assert "torch" not in sys.modules, "torch was imported"',
         ]
     )

@@ -13,9 +13,9 @@ PACKAGE = ROOT / "hf_vanilla_transformer"
 # docs/layout.md's layers, bottom first: a module may import its own part of the package and the layers
 # below its part's, never a layer above.
 LAYERS = (
-    ("configuration_vanilla_transformer", "errors"),
+    ("configuration_vanilla_transformer", "errors", "sentences"),
     ("modeling_vanilla_transformer", "pipeline_seq2seq", "extras", "outputs"),
-    ("metrics", "saving", "sentences"),
+    ("metrics", "saving"),
     ("series",),
     ("data", "__init__"),
     ("tokenization",),

@@ -343,17 +343,17 @@ def test_a_paragraph_is_translated_as_its_sentences_one_by_one():
     """The shipped Multi30k model, trained on single sentences: given whole, it drops the third; split, the
     paragraph is the three translations, in order, with the line breaks of the text."""
     from hf_vanilla_transformer import Seq2SeqGenerationPipeline
-    from hf_vanilla_transformer.sentences import rule_based_sentences
+    from hf_vanilla_transformer.sentences import paragraph_sentences
 
     folder = Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-multi30k-de-en"
     pipe = pipeline(PIPELINE_TASK, model=str(folder), pipeline_class=Seq2SeqGenerationPipeline)
-    sentences = rule_based_sentences(PARAGRAPH, "de")
+    sentences = paragraph_sentences(PARAGRAPH, "de")
     assert len(sentences) == 3
     one_by_one = [pipe(sentence)[0]["generated_text"] for sentence in sentences]
-    assert pipe(PARAGRAPH, source_lang="de") == [{"generated_text": " ".join(one_by_one)}]
+    assert pipe(PARAGRAPH) == [{"generated_text": " ".join(one_by_one)}]
     whole = pipe(PARAGRAPH, split_sentences=False)[0]["generated_text"]
     assert whole != " ".join(one_by_one)  # the failure being fixed
-    document = pipe([f"{sentences[0]}\n\n{sentences[1]} {sentences[2]}", sentences[2]], source_lang="de")
+    document = pipe([f"{sentences[0]}\n\n{sentences[1]} {sentences[2]}", sentences[2]])
     assert document == [
         [{"generated_text": f"{one_by_one[0]}\n\n{one_by_one[1]} {one_by_one[2]}"}],
         [{"generated_text": one_by_one[2]}],
@@ -362,6 +362,26 @@ def test_a_paragraph_is_translated_as_its_sentences_one_by_one():
         pipe(PARAGRAPH, num_return_sequences=2)
     with pytest.raises(ValueError, match="No sentence rules for source_lang='xx'"):
         pipe(PARAGRAPH, source_lang="xx")
+
+
+def test_a_text_is_split_by_the_rules_of_the_models_source_language(monkeypatch):
+    """The Multi30k model records that it reads German (`langs`): "am 3. Mai" and "z. B." end no sentence
+    there, as they would by English rules; `source_lang` names other rules per call."""
+    from hf_vanilla_transformer import Seq2SeqGenerationPipeline
+    from hf_vanilla_transformer import pipeline_seq2seq as module
+
+    folder = Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-multi30k-de-en"
+    pipe = pipeline(PIPELINE_TASK, model=str(folder), pipeline_class=Seq2SeqGenerationPipeline)
+    assert pipe.model.config.langs == ["de", "en"]
+    generated = []
+    monkeypatch.setattr(module.Pipeline, "__call__", lambda self, texts, *a, **k: generated.append(texts)
+                        or [[{"generated_text": text}] for text in texts])  # fmt: skip
+    text = "Ein Mann, z. B. ein Arbeiter, steht am 3. Mai vor dem Haus. Dr. Müller sieht zu."
+    assert pipe(text) == [{"generated_text": text}]
+    assert sorted(generated[-1]) == sorted(["Ein Mann, z. B. ein Arbeiter, steht am 3. Mai vor dem Haus.",
+                                            "Dr. Müller sieht zu."])  # fmt: skip
+    pipe(text, source_lang="en")
+    assert len(generated[-1]) == 4  # "z." | "B. ... am 3." | "Mai vor dem Haus." | "Dr. Müller sieht zu."
 
 
 def test_a_text_longer_than_the_positions_is_split_and_one_sentence_longer_is_refused(word_tokenizer):
@@ -377,22 +397,28 @@ def test_a_text_longer_than_the_positions_is_split_and_one_sentence_longer_is_re
         pipe("ein hund läuft im park zwei katzen schlafen im park ein hund läuft")
 
 
-def test_series_input_is_never_split_and_a_folder_without_the_package_splits_plainly(monkeypatch):
-    from hf_vanilla_transformer import Seq2SeqGenerationPipeline
+def test_series_input_is_never_split_and_without_rules_a_text_is_cut_at_punctuation(monkeypatch):
+    from hf_vanilla_transformer import Seq2SeqGenerationPipeline, sentences
     from hf_vanilla_transformer import pipeline_seq2seq as module
 
     calls = []
-    monkeypatch.setitem(module.SENTENCE_SPLITTERS, "spy", lambda text, language: calls.append(text) or [text])
+    monkeypatch.setattr(module, "split_document", lambda text, language: calls.append(text) or [[text]])
     folder = Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-series"
     pipe = pipeline(PIPELINE_TASK, model=str(folder), pipeline_class=Seq2SeqGenerationPipeline)
     pipe("exp(2*a*x)", num_beams=1)
     assert calls == []
-    assert module.plain_sentences(PARAGRAPH) == [
+    # Whose rules: those asked for, else the model's source language, else English; none for a language
+    # pysbd has no rules for, or without pysbd (a folder's pipeline where it is not installed).
+    assert sentences.sentence_rules(None, "de") == "de" and sentences.sentence_rules("fr", "de") == "fr"
+    assert sentences.sentence_rules(None, None) == "en" and sentences.sentence_rules(None, "mul") is None
+    monkeypatch.setattr(sentences, "pysbd", None)
+    assert sentences.sentence_rules("de", "de") is None
+    assert sentences.paragraph_sentences(PARAGRAPH, None) == [
         "Ein Hund rennt durch den Schnee.",
         "Eine ältere Frau sitzt auf einer Bank und liest eine Zeitung.",
         "Drei Musiker spielen auf der Straße.",
     ]
-    assert module.plain_sentences("Es kostet 3.50 Euro. Gut.") == ["Es kostet 3.50 Euro.", "Gut."]
+    assert sentences.plain_sentences("Es kostet 3.50 Euro. Gut.") == ["Es kostet 3.50 Euro.", "Gut."]
 
 
 def test_pipeline_rejects_non_text(tiny_model, word_tokenizer):

@@ -124,7 +124,7 @@ def _marian_folder(folder) -> MarianMTModel:
     vocab["<pad>"] = len(vocab)
     (folder / "vocab.json").write_text(json.dumps(vocab))
     spm, vocab_file = str(folder / "spm.model"), str(folder / "vocab.json")
-    tokenizer = MarianTokenizer(spm, spm, vocab_file)
+    tokenizer = MarianTokenizer(spm, spm, vocab_file, source_lang="de", target_lang="en")  # as OPUS-MT's
     config = MarianConfig(
         vocab_size=len(vocab), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
         decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=64,
@@ -159,6 +159,7 @@ def test_convert_script_writes_a_folder_that_decodes_as_marian_did(tmp_path):
     tokenizer = AutoTokenizer.from_pretrained(folder)
     assert type(model).__name__ == "VanillaTransformerForConditionalGeneration"
     assert model.generation_config.num_beams == 3 and model.generation_config.max_length == 12
+    assert model.config.langs == ["de", "en"]  # the tokenizer's languages: the pipeline's sentence rules
     batch = tokenizer(SENTENCES[:3], return_tensors="pt", padding=True)
     with torch.no_grad():
         assert model.generate(**batch).tolist() == marian.generate(**batch).tolist()

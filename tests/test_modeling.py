@@ -372,6 +372,8 @@ def test_paper_defaults():
         ({"dropout": 1.5}, r"field 'dropout'.*must be in \[0, 1\), got 1.5"),
         ({"encoder_layers": 0}, r"field 'encoder_layers'.*must be a positive integer, got 0"),
         ({"pad_token_id": 40}, r"`pad_token_id` \(40\)"),
+        ({"langs": ["de", "de"]}, r"field 'langs'.*two different language codes, source then target"),
+        ({"langs": ["de"]}, r"field 'langs'.*got \['de'\]"),
     ],
 )
 def test_bad_config_raises_naming_values(overrides, message):

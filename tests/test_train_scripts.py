@@ -87,8 +87,10 @@ def test_trainer_script_trains_evaluates_and_saves(trained_run):
     model = AutoModelForSeq2SeqLM.from_pretrained(trained_run / "final")
     assert model.config.vocab_size == 400
     assert model.config.task == "translation"  # recorded for the tools that refuse a model of another task
+    assert model.config.langs == ["de", "en"]  # recorded for the pipeline's sentence rules
     assert (trained_run / "final" / "tokenizer.json").exists()
     assert (trained_run / "final" / "pipeline_seq2seq.py").exists()
+    assert (trained_run / "final" / "sentences.py").exists()  # which the pipeline imports
 
 
 def test_quality_curve_scores_the_run_at_each_checkpoint(trained_run, translation_data, tmp_path):

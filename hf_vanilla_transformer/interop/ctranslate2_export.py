@@ -182,6 +182,7 @@ def convert_to_ctranslate2(
         "length_penalty": generation.length_penalty,
         "max_length": generation.max_length,
         "max_position_embeddings": converter.model.config.max_position_embeddings,
+        "langs": getattr(converter.model.config, "langs", None),  # the source's sentence rules
     }
     (output_dir / GENERATION_DEFAULTS_FILE).write_text(json.dumps(defaults, indent=2) + "\n")
     return output_dir

@@ -1,9 +1,11 @@
 """Generate with a CTranslate2 export (see `ctranslate2_export`): our tokenizer in, text out.
 
-This module imports only `ctranslate2`, `tokenizers` and the standard library, never torch: with torch loaded
+This module imports only `ctranslate2`, `tokenizers`, the standard library and the package's `sentences.py`
+(which splits documents into sentences as the pipeline does), never torch: with torch loaded
 in the same process CTranslate2's float32 decoding ran about 1.85x slower on this project's CPUs (two OpenMP
 runtimes, see the benchmark). Importing it as `hf_vanilla_transformer.interop.ctranslate2_inference` runs the
-package's __init__, which loads torch to register the model; a torch-free service loads this one file by path:
+package's __init__, which loads torch to register the model; a torch-free service loads this file by path
+(it loads `sentences.py` the same way):
 
     import importlib.util, pathlib
     package = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent  # no import
@@ -17,12 +19,24 @@ package's __init__, which loads torch to register the model; a torch-free servic
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from collections.abc import Sequence
 from pathlib import Path
 
 import ctranslate2
 from tokenizers import Tokenizer
+
+try:
+    from ..sentences import sentence_rules, split_document, translate_documents
+except ImportError:  # loaded by path without the package: its sentence splitting, loaded by path too
+    _spec = importlib.util.spec_from_file_location(
+        "hf_vanilla_transformer_sentences", Path(__file__).resolve().parents[1] / "sentences.py"
+    )
+    _sentences = importlib.util.module_from_spec(_spec)
+    _spec.loader.exec_module(_sentences)
+    sentence_rules, split_document = _sentences.sentence_rules, _sentences.split_document
+    translate_documents = _sentences.translate_documents
 
 # Written by `ctranslate2_export` next to CTranslate2's files: the source model's decoding defaults.
 GENERATION_DEFAULTS_FILE = "generation_defaults.json"
@@ -93,8 +107,25 @@ class CTranslate2Seq2Seq:
         )
         return [[self.tokenizer.token_to_id(token) for token in result.hypotheses[0]] for result in results]
 
-    def generate(self, texts: Sequence[str], **kwargs) -> list[str]:
-        """Encode `texts` with the model's tokenizer, decode with `generate_ids(**kwargs)`, return strings."""
-        source_ids = [encoding.ids for encoding in self.tokenizer.encode_batch(list(texts))]
+    def generate(
+        self,
+        texts: Sequence[str],
+        split_sentences: bool = True,
+        source_lang: str | None = None,
+        **kwargs,
+    ) -> list[str]:
+        """Translate `texts` with `generate_ids(**kwargs)`. A text of several sentences is translated
+        sentence by sentence and joined again with its line breaks, as the package's pipeline does: by the
+        rules of `source_lang`, else of the model's source language (recorded at export), else English
+        (`split_sentences=False` hands each text to the model whole)."""
+        texts = list(texts)
+        if not split_sentences:
+            return self._generate_texts(texts, **kwargs)
+        language = sentence_rules(source_lang, (self.defaults.get("langs") or [None])[0])
+        documents = [split_document(text, language) for text in texts]
+        return translate_documents(documents, lambda sentences: self._generate_texts(sentences, **kwargs))
+
+    def _generate_texts(self, texts: list[str], **kwargs) -> list[str]:
+        source_ids = [encoding.ids for encoding in self.tokenizer.encode_batch(texts)]
         outputs = self.generate_ids(source_ids, **kwargs)
         return self.tokenizer.decode_batch(outputs, skip_special_tokens=True)

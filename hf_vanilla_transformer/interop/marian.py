@@ -125,4 +125,10 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
         )
     marian = MarianMTModel.from_pretrained(model_name_or_path)
     tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
-    return save_model_folder(convert_marian_model(marian), tokenizer, output_dir)
+    model = convert_marian_model(marian)
+    # The languages a Marian tokenizer was made for (e.g. "de", "en"; a multilingual model's "mul" has no
+    # sentence rules and is split at punctuation).
+    languages = [getattr(tokenizer, "source_lang", None), getattr(tokenizer, "target_lang", None)]
+    if all(languages) and languages[0] != languages[1]:
+        model.config.langs = languages
+    return save_model_folder(model, tokenizer, output_dir)

@@ -319,7 +319,7 @@ def prepare_training(
     set_seed(training_args.seed)
     model = build_model(model_args, tokenizer)
     check_lengths_fit(data_args, model.config)
-    model.config.task = data_args.task  # saved with the model: the tools refuse it for another task
+    data_args.record_in(model.config)
     set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
     logger.info(
         "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",

@@ -5,18 +5,20 @@ transformers v5 removed the `translation`, `text2text-generation` and `summariza
 `AutoModelForSeq2SeqLM` and the model's own `generate()` (and its saved generation config).
 
 A paragraph or a whole document is translated sentence by sentence, as the models were trained: it is split
-into sentences, they are translated in batches of similar lengths, and the text comes back with its line and
-paragraph breaks (`split_sentences=False` hands the text to the model whole).
+into sentences by the rules of the model's source language (`sentences.py`), they are translated in batches of
+similar lengths, and the text comes back with its line and paragraph breaks (`split_sentences=False` hands the
+text to the model whole).
 
-This file imports only `torch` and `transformers`: a saved model folder carries it (`custom_pipelines`
-in config.json) so Hub users get the pipeline with `trust_remote_code=True`.
+This file imports only `torch`, `transformers` and `sentences.py` (the standard library): a saved model folder
+carries both (`custom_pipelines` in config.json) so Hub users get the pipeline with `trust_remote_code=True`.
 """
 
-import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
+
+from .sentences import sentence_rules, split_document, translate_documents
 
 TASK_NAME = "seq2seq-generation"
 
@@ -27,43 +29,14 @@ INPUT_CHECKS: dict[str, Callable[[str], None]] = {}
 
 # The tasks whose inputs are no text to split into sentences (the installed package adds the series task).
 UNSPLIT_TASKS: set[str] = set()
-# How a paragraph is cut into sentences: `(text, language) -> sentences`. Empty in the copy a folder carries,
-# which cuts at sentence-final punctuation (`plain_sentences`); the installed package adds a rule-based
-# splitter made for this, which knows each language's abbreviations.
-SENTENCE_SPLITTERS: dict[str, Callable[[str, str], list[str]]] = {}
 # Sentences generated at once when a document is split and the call names no `batch_size`.
 SENTENCE_BATCH_SIZE = 16
 
 
-def plain_sentences(text: str, language: str = "en") -> list[str]:
-    """Sentences of one paragraph, cut after ".", "!" or "?" where white space and a capital letter, a
-    digit or an opening quote follow: the fallback that needs nothing (it also cuts after "Dr.")."""
-    pieces = re.split(r"(?<=[.!?])\s+(?=[\"'„“«(\[0-9A-ZÀ-ÖØ-Þ])", text.strip())
-    return [piece for piece in pieces if piece]
-
-
-def split_document(text: str, language: str) -> list[str | list[str]]:
-    """`text` as its line breaks (strings, kept as they are) between lists of the sentences of each line."""
-    splitter = next(reversed(SENTENCE_SPLITTERS.values()), plain_sentences)
-    parts: list[str | list[str]] = []
-    for index, part in enumerate(re.split(r"(\s*\n\s*)", text)):
-        if index % 2:
-            parts.append(part)
-        elif part.strip():
-            parts.append([sentence.strip() for sentence in splitter(part, language) if sentence.strip()])
-    return parts
-
-
-def document_sentences(document: list[str | list[str]]) -> list[str]:
-    """The sentences of a `split_document` result, in order."""
-    return [sentence for part in document if isinstance(part, list) for sentence in part]
-
-
-def join_document(document: list[str | list[str]], outputs: Iterator[str]) -> str:
-    """`document` with each of its sentences replaced by the next of `outputs`, its line breaks kept."""
-    return "".join(
-        part if isinstance(part, str) else " ".join(next(outputs) for _ in part) for part in document
-    )
+def model_source_language(config) -> str | None:
+    """The language a translation model reads, as its config records it (`langs`: source, target), or None."""
+    languages = getattr(config, "langs", None)
+    return languages[0] if languages else None
 
 
 class Seq2SeqGenerationPipeline(Pipeline):
@@ -75,8 +48,9 @@ class Seq2SeqGenerationPipeline(Pipeline):
     letting the model reject inputs longer than it allows.
 
     A text of several sentences is translated sentence by sentence and joined again, its line breaks kept
-    (`split_sentences=True`, the default; `source_lang=` names the language whose sentence rules apply,
-    default "en"). An input that is no text (the series task's expressions) is never split.
+    (`split_sentences=True`, the default). The sentence rules are the model's source language's (its config's
+    `langs`); `source_lang=` names another, and a model that records none is split by English rules. An input
+    that is no text (the series task's expressions) is never split.
     """
 
     # What `pipeline(model=folder)` loads beside the model: a tokenizer and nothing else. transformers reads
@@ -121,7 +95,8 @@ class Seq2SeqGenerationPipeline(Pipeline):
         texts = [inputs] if single else inputs
         if not isinstance(texts, list) or not all(isinstance(text, str) and text.strip() for text in texts):
             return super().__call__(inputs, *args, **kwargs)  # refused there, in one line
-        documents = [split_document(text, settings.get("source_lang", "en")) for text in texts]
+        language = sentence_rules(settings.get("source_lang"), model_source_language(self.model.config))
+        documents = [split_document(text, language) for text in texts]
         if all(len(document) == 1 and len(document[0]) == 1 for document in documents):
             return super().__call__(inputs, *args, **kwargs)  # one sentence each: nothing to split
         if settings.get("num_return_sequences", self._forward_params.get("num_return_sequences", 1)) > 1:
@@ -129,17 +104,15 @@ class Seq2SeqGenerationPipeline(Pipeline):
                 "num_return_sequences > 1 gives several outputs for each sentence, which do not join into "
                 "one text: pass split_sentences=False to generate from the text whole."
             )
-        sentences = [sentence for document in documents for sentence in document_sentences(document)]
-        # Longest first, so that a batch pads little and the first batch shows the memory a run needs.
-        order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
         if kwargs.get("batch_size") is None and self._batch_size is None:
             kwargs["batch_size"] = SENTENCE_BATCH_SIZE
-        outputs = super().__call__([sentences[i] for i in order], *args, **kwargs)
-        translated = [""] * len(sentences)
-        for position, index in enumerate(order):
-            translated[index] = outputs[position][0]["generated_text"].strip()
-        pending = iter(translated)
-        results = [[{"generated_text": join_document(document, pending)}] for document in documents]
+
+        generate = super().__call__
+
+        def translate(sentences: list[str]) -> list[str]:
+            return [output[0]["generated_text"] for output in generate(sentences, *args, **kwargs)]
+
+        results = [[{"generated_text": text}] for text in translate_documents(documents, translate)]
         return results[0] if single else results
 
     def preprocess(self, text, truncation: bool = False, **split_settings):  # those are `__call__`'s

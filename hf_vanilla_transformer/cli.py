@@ -75,6 +75,7 @@ NUMERIC_RANGES = {
             "repeats",
             "save_steps",
             "save_total_limit",
+            "sentences_per_text",
             "timed_steps",
             "vocab_size",
             "wmt14_train_pairs",

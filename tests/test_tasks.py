@@ -12,7 +12,7 @@ from transformers import AutoModelForSeq2SeqLM
 
 from hf_vanilla_transformer.data.translation import load_parallel_text, load_translation_dataset
 from hf_vanilla_transformer.errors import MissingPathError, UsageError
-from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
+from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model, report_path
 from hf_vanilla_transformer.saving import (
     check_model_location,
     check_tokenizer_location,
@@ -311,3 +311,55 @@ def test_evaluation_without_a_task_evaluates_the_model_for_its_own(
     )
     assert args.task == "translation" and "bleu" in report["metrics"]
     assert json.loads(next(folder.glob("eval-*.json")).read_text())["data"]["task"] == "translation"
+
+
+SHIPPED = Path(__file__).resolve().parents[1] / "model_cards"
+
+
+def test_evaluation_of_paragraphs_translates_each_as_its_sentences(tmp_path, multi30k):
+    """`--sentences_per_text 3`: every 3 consecutive examples are one text, sources and references joined; the
+    shipped model's prediction for a text is its sentences' predictions joined, as the pipeline gives it.
+    Given whole, the text decodes otherwise. A series model's examples are no sentences, and are refused."""
+    folder = SHIPPED / "vanilla-transformer-multi30k-de-en"
+
+    def evaluate(name: str, **options) -> dict:
+        options = dict(model=str(folder), split="test", max_examples=6, num_beams=1, **options)
+        return evaluate_model(
+            EvaluationArguments(**options, output_file=str(tmp_path / name)), DataArguments(
+                task="translation", dataset=str(multi30k))
+        )  # fmt: skip
+
+    sentences = evaluate("sentences.json")
+    texts = evaluate("texts.json", sentences_per_text=3)
+    whole = evaluate("whole.json", sentences_per_text=3, split_sentences=False)
+    one_by_one = [example["prediction"] for example in sentences["examples"]]
+    assert [example["prediction"] for example in texts["examples"]] == [
+        " ".join(one_by_one[:3]),
+        " ".join(one_by_one[3:]),
+    ]
+    for key in ("source", "reference"):
+        joined = [" ".join(example[key] for example in sentences["examples"][i : i + 3]) for i in (0, 3)]
+        assert (
+            [example[key] for example in texts["examples"]] == joined == [e[key] for e in whole["examples"]]
+        )
+    assert texts["num_examples"] == 2 and texts["texts"] == {"sentences_per_text": 3, "split": True}
+    assert whole["texts"]["split"] is False and "texts" not in sentences
+    assert whole["metrics"]["bleu"] < texts["metrics"]["bleu"]  # given whole, the model drops sentences
+
+    # The default report names tell the three apart.
+    arguments = dict(model=str(tmp_path / "model"), split="test")
+    names = [
+        report_path(EvaluationArguments(**arguments, **options), {"num_beams": 1}, None).name
+        for options in ({}, {"sentences_per_text": 3}, {"sentences_per_text": 3, "split_sentences": False})
+    ]
+    assert names == [
+        "eval-test-greedy.json",
+        "eval-test-texts3-greedy.json",
+        "eval-test-texts3-whole-greedy.json",
+    ]
+
+    series = SHIPPED / "vanilla-transformer-series"
+    with pytest.raises(UsageError, match="a series example is no sentence of a text"):
+        evaluate_model(
+            EvaluationArguments(model=str(series), sentences_per_text=3), DataArguments(dataset="x")
+        )

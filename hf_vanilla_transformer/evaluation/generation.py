@@ -19,7 +19,9 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, GenerationConfig
 
 from ..errors import ExistingPathError, UsageError
+from ..pipeline_seq2seq import UNSPLIT_TASKS, model_source_language
 from ..saving import check_model_location, check_model_task, load_model_folder, model_task
+from ..sentences import sentence_rules, split_document, translate_documents
 from ..tasks import DEFAULT_TASK, DatasetArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
@@ -50,6 +52,18 @@ class EvaluationArguments:
             "help": "Default: <model>/eval-<split>[-first<N>]-<decoding>.json; for a Hub name or a Hub-ready "
             "folder (one with its model card, README.md), outputs/eval/<model name>/ instead."
         },
+    )
+    sentences_per_text: int = field(
+        default=1,
+        metadata={
+            "help": "Join every N consecutive examples (sources and references) into one text, a paragraph "
+            "of N sentences, to measure documents; each text is translated sentence by sentence, as the "
+            "pipeline does."
+        },
+    )
+    split_sentences: bool = field(
+        default=True,
+        metadata={"help": "With --sentences_per_text above 1: false hands each text to the model whole."},
     )
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing report of the same name."})
     show_examples: int = field(
@@ -102,7 +116,10 @@ def report_path(eval_args: EvaluationArguments, generation: dict, subset_size: i
     if eval_args.output_file:
         return Path(eval_args.output_file)
     subset = f"-first{subset_size}" if subset_size is not None else ""
-    name = f"eval-{eval_args.split}{subset}-{_decoding_name(generation)}.json"
+    texts = ""
+    if eval_args.sentences_per_text > 1:
+        texts = f"-texts{eval_args.sentences_per_text}{'' if eval_args.split_sentences else '-whole'}"
+    name = f"eval-{eval_args.split}{subset}{texts}-{_decoding_name(generation)}.json"
     folder = Path(eval_args.model).expanduser()
     if not folder.is_dir() or (folder / "README.md").is_file():
         folder = Path("outputs") / "eval" / folder.name
@@ -156,6 +173,23 @@ def generate_texts(model, tokenizer, sources: list[str], batch_size: int, genera
     return outputs  # type: ignore[return-value]
 
 
+def join_examples(texts: list[str], per_text: int) -> list[str]:
+    """Every `per_text` consecutive texts joined by a space, as sentences of one paragraph (the last text
+    holds the remainder)."""
+    return [" ".join(texts[start : start + per_text]) for start in range(0, len(texts), per_text)]
+
+
+def generate_documents(model, tokenizer, texts: list[str], batch_size: int, generation: dict) -> list[str]:
+    """`generate_texts` for texts of several sentences: each split by the rules of the model's source
+    language, its sentences generated (all texts' together, in batches of similar lengths) and joined again,
+    as the pipeline translates a text."""
+    language = sentence_rules(None, model_source_language(model.config))
+    documents = [split_document(text, language) for text in texts]
+    return translate_documents(
+        documents, lambda sentences: generate_texts(model, tokenizer, sentences, batch_size, generation)
+    )
+
+
 def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) -> dict:
     """Generate for `eval_args.split` and score it; write and return the report. Without a task in
     `data_args`, the model's own is evaluated."""
@@ -166,6 +200,11 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         data_args.task = model_task(model_config, eval_args.model) or DEFAULT_TASK
     check_model_task(model_config, eval_args.model, data_args.task)
     task = data_args.task_spec
+    if eval_args.sentences_per_text > 1 and task.name in UNSPLIT_TASKS:
+        raise UsageError(
+            f"--sentences_per_text {eval_args.sentences_per_text}: a {task.name} example is no sentence of a "
+            "text; evaluate it with --sentences_per_text 1."
+        )
     raw = data_args.load_raw()
     if eval_args.split not in raw:
         raise UsageError(f"No split {eval_args.split!r} in {data_args.dataset}; splits: {', '.join(raw)}.")
@@ -175,6 +214,10 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         subset_size = eval_args.max_examples
         split = split.select(range(subset_size))
     sources, references = load_split_texts(data_args, split)
+    if eval_args.sentences_per_text > 1:
+        sources, references = (
+            join_examples(texts, eval_args.sentences_per_text) for texts in (sources, references)
+        )
 
     # The report's name depends on the decoding: read the saved generation config first, so that a report
     # that must not be replaced stops the run before the model is loaded.
@@ -191,7 +234,12 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     output_file = report_path(eval_args, generation, subset_size)
     check_report_path(output_file, eval_args.overwrite)
     started = time.time()
-    predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
+    generate = (
+        generate_documents
+        if eval_args.sentences_per_text > 1 and eval_args.split_sentences
+        else generate_texts
+    )
+    predictions = generate(model, tokenizer, sources, eval_args.batch_size, generation)
     seconds = time.time() - started
 
     metric = task.load_metric()
@@ -210,6 +258,16 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         "data": asdict(data_args),
         "split": eval_args.split,
         "num_examples": len(sources),
+        **(
+            {
+                "texts": {
+                    "sentences_per_text": eval_args.sentences_per_text,
+                    "split": eval_args.split_sentences,
+                }
+            }
+            if eval_args.sentences_per_text > 1
+            else {}
+        ),
         "generation": generation,
         "generation_seconds": round(seconds, 1),
         "metrics": metrics,

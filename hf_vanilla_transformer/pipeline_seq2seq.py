@@ -33,12 +33,6 @@ UNSPLIT_TASKS: set[str] = set()
 SENTENCE_BATCH_SIZE = 16
 
 
-def model_source_language(config) -> str | None:
-    """The language a translation model reads, as its config records it (`langs`: source, target), or None."""
-    languages = getattr(config, "langs", None)
-    return languages[0] if languages else None
-
-
 class Seq2SeqGenerationPipeline(Pipeline):
     """Text in, generated text out: `pipe("Ein Hund läuft.")` -> `[{"generated_text": "A dog runs."}]`.
 
@@ -95,7 +89,7 @@ class Seq2SeqGenerationPipeline(Pipeline):
         texts = [inputs] if single else inputs
         if not isinstance(texts, list) or not all(isinstance(text, str) and text.strip() for text in texts):
             return super().__call__(inputs, *args, **kwargs)  # refused there, in one line
-        language = sentence_rules(settings.get("source_lang"), model_source_language(self.model.config))
+        language = sentence_rules(settings.get("source_lang"), getattr(self.model.config, "langs", None))
         documents = [split_document(text, language) for text in texts]
         if all(len(document) == 1 and len(document[0]) == 1 for document in documents):
             return super().__call__(inputs, *args, **kwargs)  # one sentence each: nothing to split

@@ -22,7 +22,7 @@ from transformers import (
 )
 
 from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq, sentences
-from .configuration_vanilla_transformer import VanillaTransformerConfig
+from .configuration_vanilla_transformer import VanillaTransformerConfig, check_languages
 from .errors import MissingPathError, OfflineError, UsageError
 from .pipeline_seq2seq import TASK_NAME, UNSPLIT_TASKS
 
@@ -137,15 +137,15 @@ def load_model_folder(
     return model, tokenizer
 
 
-def _report_data(location: str | Path) -> dict:
-    """The data section of the first evaluation report (`eval-*.json`) a folder carries, or `{}`: what a
-    folder saved before its config recorded the task or languages was evaluated on."""
+def _report_data(location: str | Path, key: str) -> dict:
+    """The data section of the first evaluation report (`eval-*.json`) a folder carries that names `key`, or
+    `{}`: what a folder saved before its config recorded the task or languages was evaluated on."""
     for report in sorted(Path(location).glob("eval-*.json")):
         try:
             data = json.loads(report.read_text(encoding="utf-8"))["data"]
         except (ValueError, KeyError, TypeError):
             continue
-        if isinstance(data, dict):
+        if isinstance(data, dict) and data.get(key) is not None:
             return data
     return {}
 
@@ -156,7 +156,7 @@ def model_task(config, location: str | Path | None = None) -> str | None:
     config (or the model), read before any weights are loaded."""
     task = getattr(getattr(config, "config", config), "task", None)
     if task is None and location is not None and Path(location).is_dir():
-        task = _report_data(location).get("task")
+        task = _report_data(location, "task").get("task")
     return task
 
 
@@ -250,12 +250,15 @@ def folder_repairs(folder: Path, where: str) -> dict[str, Path | str]:
             **auto_map,
             "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel",
         }
-    data = _report_data(folder)  # what a folder's config did not record yet
-    task = config.get("task") or data.get("task")
+    task = config.get("task") or _report_data(folder, "task").get("task")
     if repaired.get("langs") is None and task is not None and task not in UNSPLIT_TASKS:  # a task of texts
+        data = _report_data(folder, "source_lang")  # what the folder's config did not record yet
         languages = [data.get("source_lang"), data.get("target_lang")]
-        if all(isinstance(code, str) and code for code in languages) and languages[0] != languages[1]:
+        try:
+            check_languages(languages)
             repaired["langs"] = languages
+        except ValueError:  # no report names two languages: nothing to record
+            pass
     if repaired != config:
         repairs["config.json"] = json.dumps(repaired, indent=2, sort_keys=True) + "\n"
     generation_file = folder / GENERATION_CONFIG

@@ -3,8 +3,9 @@ sentences, so it is translated sentence by sentence and joined again with its li
 
 Sentences are cut by pysbd's rules for the source language (a rule-based sentence boundary detector made for
 this, knowing each language's abbreviations and dates: "am 3. Mai" is one sentence in German, three in
-English; pure Python, nothing to download). Without pysbd, or for a language it has no rules for, the text is
-cut at sentence-final punctuation (`plain_sentences`).
+English; pure Python, nothing to download). A language asked for by name must be one pysbd has rules for; a
+model's recorded source language without rules, or any language where pysbd is not installed, is cut at
+sentence-final punctuation instead (`plain_sentences`).
 
 This file imports only the standard library (and pysbd where it is installed): the pipeline a saved folder
 carries imports it, and a torch-free CTranslate2 service loads it by path.
@@ -33,10 +34,11 @@ def plain_sentences(text: str) -> list[str]:
     return [piece for piece in pieces if piece]
 
 
-def sentence_rules(asked: str | None, recorded: str | None = None) -> str | None:
+def sentence_rules(asked: str | None, languages: list[str] | None = None) -> str | None:
     """Whose rules split a text: the language `asked` for (refused, naming the choices, if there are no rules
-    for it), else the model's source language `recorded` in its config (`langs`) if there are rules for it,
-    else English for a model that records none. `None` means "cut at punctuation" (`plain_sentences`)."""
+    for it), else the source language of a model's recorded `languages` (its config's `langs`: source, target)
+    if there are rules for it, else English for a model that records none. `None` means "cut at punctuation"
+    (`plain_sentences`), as it does wherever pysbd is not installed."""
     if pysbd is None:
         return None
     if asked is not None:
@@ -46,9 +48,9 @@ def sentence_rules(asked: str | None, recorded: str | None = None) -> str | None
                 f"{', '.join(sorted(LANGUAGE_CODES))}. Pass one of those, or split_sentences=False."
             )
         return asked
-    if recorded is None:
+    if not languages:
         return DEFAULT_LANGUAGE
-    return recorded if recorded in LANGUAGE_CODES else None
+    return languages[0] if languages[0] in LANGUAGE_CODES else None
 
 
 @cache
@@ -87,8 +89,8 @@ def join_document(document: list[str | list[str]], outputs: Iterator[str]) -> st
 
 def translate_documents(documents: list[list[str | list[str]]], translate) -> list[str]:
     """Each `split_document` result translated sentence by sentence and joined again. `translate(sentences)
-    -> outputs` is called once, with every sentence of every document, longest first (a batch then pads
-    little, and the first batch shows the memory a run needs)."""
+    -> outputs` is called once, with every sentence of every document, longest first (neighbours in a batch
+    then pad little, and the first batch shows the memory a run needs)."""
     sentences = [sentence for document in documents for sentence in document_sentences(document)]
     order = sorted(range(len(sentences)), key=lambda i: -len(sentences[i]))
     translated = [""] * len(sentences)

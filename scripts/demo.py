@@ -32,7 +32,7 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import default_max_new_tokens, length_limit
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
-from hf_vanilla_transformer.pipeline_seq2seq import UNSPLIT_TASKS, model_source_language
+from hf_vanilla_transformer.pipeline_seq2seq import UNSPLIT_TASKS
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
 from hf_vanilla_transformer.sentences import document_sentences, join_document, sentence_rules, split_document
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
@@ -159,7 +159,7 @@ class DemoModel:
         (series) whole."""
         if self.spec.task in UNSPLIT_TASKS:
             return [[text]]
-        return split_document(text, sentence_rules(None, model_source_language(self.model.config)))
+        return split_document(text, sentence_rules(None, self.model.config.langs))
 
     def generation_kwargs(
         self, decoding: str, num_beams: int, length_penalty: float, max_new_tokens: int, temperature: float,

@@ -81,7 +81,9 @@ def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, varia
     assert texts == word_tokenizer.batch_decode(greedy, skip_special_tokens=True)
 
 
-def test_a_text_is_translated_sentence_by_sentence_as_the_pipeline_does(tmp_path, word_tokenizer):
+def test_a_text_is_translated_sentence_by_sentence_as_the_pipeline_does(
+    tmp_path, word_tokenizer, monkeypatch
+):
     """The export records the model's languages; a text of several sentences is split by its source's rules
     and comes back as the sentences' translations, its line breaks kept, as the package's pipeline gives
     it."""
@@ -106,6 +108,17 @@ def test_a_text_is_translated_sentence_by_sentence_as_the_pipeline_does(tmp_path
     assert pipe(text, num_beams=1, max_new_tokens=MAX_NEW_TOKENS) == [{"generated_text": expected}]
     with pytest.raises(ValueError, match="No sentence rules for source_lang='xx'"):
         ct2.generate([text], source_lang="xx")
+
+    # By the recorded source's rules: "am 3. Mai" ends no German sentence; English rules cut there.
+    sent = []
+    translate = ct2._generate_texts
+    monkeypatch.setattr(
+        ct2, "_generate_texts", lambda texts, **kwargs: sent.append(texts) or translate(texts, **kwargs)
+    )
+    dated = "Ein hund läuft am 3. Mai im park."
+    ct2.generate([f"{dated} {second}"], num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    ct2.generate([f"{dated} {second}"], num_beams=1, max_new_tokens=MAX_NEW_TOKENS, source_lang="en")
+    assert sorted(sent[0]) == sorted([dated, second]) and len(sent[1]) == 3
 
 
 def test_int8_export_stays_close(tmp_path, word_tokenizer):

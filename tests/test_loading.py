@@ -409,10 +409,11 @@ def test_series_input_is_never_split_and_without_rules_a_text_is_cut_at_punctuat
     assert calls == []
     # Whose rules: those asked for, else the model's source language, else English; none for a language
     # pysbd has no rules for, or without pysbd (a folder's pipeline where it is not installed).
-    assert sentences.sentence_rules(None, "de") == "de" and sentences.sentence_rules("fr", "de") == "fr"
-    assert sentences.sentence_rules(None, None) == "en" and sentences.sentence_rules(None, "mul") is None
+    rules = sentences.sentence_rules
+    assert rules(None, ["de", "en"]) == "de" and rules("fr", ["de", "en"]) == "fr"
+    assert rules(None, None) == "en" and rules(None, ["mul", "en"]) is None
     monkeypatch.setattr(sentences, "pysbd", None)
-    assert sentences.sentence_rules("de", "de") is None
+    assert rules("de", ["de", "en"]) is None
     assert sentences.paragraph_sentences(PARAGRAPH, None) == [
         "Ein Hund rennt durch den Schnee.",
         "Eine ältere Frau sitzt auf einer Bank und liest eine Zeitung.",

@@ -358,6 +358,8 @@ def test_evaluation_of_paragraphs_translates_each_as_its_sentences(tmp_path, mul
         "eval-test-texts3-whole-greedy.json",
     ]
 
+    with pytest.raises(UsageError, match="--split_sentences false applies to texts of several examples"):
+        EvaluationArguments(model=str(folder), split_sentences=False)
     series = SHIPPED / "vanilla-transformer-series"
     with pytest.raises(UsageError, match="a series example is no sentence of a text"):
         evaluate_model(

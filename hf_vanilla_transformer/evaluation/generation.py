@@ -19,7 +19,7 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, GenerationConfig
 
 from ..errors import ExistingPathError, UsageError
-from ..pipeline_seq2seq import UNSPLIT_TASKS, model_source_language
+from ..pipeline_seq2seq import UNSPLIT_TASKS
 from ..saving import check_model_location, check_model_task, load_model_folder, model_task
 from ..sentences import sentence_rules, split_document, translate_documents
 from ..tasks import DEFAULT_TASK, DatasetArguments, Task, load_split_texts
@@ -82,6 +82,11 @@ class EvaluationArguments:
             raise UsageError(message) from error
         if device.type == "cuda" and not torch.cuda.is_available():
             raise UsageError(f"--device {self.device}: this machine has no CUDA GPU; pass --device cpu.")
+        if not self.split_sentences and self.sentences_per_text == 1:
+            raise UsageError(
+                "--split_sentences false applies to texts of several examples: pass --sentences_per_text N "
+                "(N > 1) with it, or drop it."
+            )
 
 
 # §6.1: "maximum output length to input length + 50".
@@ -179,11 +184,13 @@ def join_examples(texts: list[str], per_text: int) -> list[str]:
     return [" ".join(texts[start : start + per_text]) for start in range(0, len(texts), per_text)]
 
 
-def generate_documents(model, tokenizer, texts: list[str], batch_size: int, generation: dict) -> list[str]:
-    """`generate_texts` for texts of several sentences: each split by the rules of the model's source
-    language, its sentences generated (all texts' together, in batches of similar lengths) and joined again,
-    as the pipeline translates a text."""
-    language = sentence_rules(None, model_source_language(model.config))
+def generate_documents(
+    model, tokenizer, texts: list[str], batch_size: int, generation: dict, languages: list[str] | None
+) -> list[str]:
+    """`generate_texts` for texts of several sentences: each split by the rules of the source of `languages`,
+    its sentences generated (all texts' together, in batches of similar lengths) and joined again, as the
+    pipeline translates a text."""
+    language = sentence_rules(None, languages)
     documents = [split_document(text, language) for text in texts]
     return translate_documents(
         documents, lambda sentences: generate_texts(model, tokenizer, sentences, batch_size, generation)
@@ -234,12 +241,14 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     output_file = report_path(eval_args, generation, subset_size)
     check_report_path(output_file, eval_args.overwrite)
     started = time.time()
-    generate = (
-        generate_documents
-        if eval_args.sentences_per_text > 1 and eval_args.split_sentences
-        else generate_texts
-    )
-    predictions = generate(model, tokenizer, sources, eval_args.batch_size, generation)
+    if eval_args.sentences_per_text > 1 and eval_args.split_sentences:
+        # The model's recorded languages; for a folder saved before it recorded them, the data's.
+        languages = model.config.langs or task.languages(data_args)
+        predictions = generate_documents(
+            model, tokenizer, sources, eval_args.batch_size, generation, languages
+        )
+    else:
+        predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
     seconds = time.time() - started
 
     metric = task.load_metric()

@@ -30,9 +30,13 @@ from tokenizers import Tokenizer
 try:
     from ..sentences import sentence_rules, split_document, translate_documents
 except ImportError:  # loaded by path without the package: its sentence splitting, loaded by path too
-    _spec = importlib.util.spec_from_file_location(
-        "hf_vanilla_transformer_sentences", Path(__file__).resolve().parents[1] / "sentences.py"
-    )
+    _sentences_file = Path(__file__).resolve().parents[1] / "sentences.py"
+    if not _sentences_file.is_file():
+        raise ImportError(
+            f"{Path(__file__).name} needs hf_vanilla_transformer's sentences.py at {_sentences_file}: load "
+            "it from the installed package's folder, as its docstring shows, not from a copy."
+        ) from None
+    _spec = importlib.util.spec_from_file_location("hf_vanilla_transformer_sentences", _sentences_file)
     _sentences = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_sentences)
     sentence_rules, split_document = _sentences.sentence_rules, _sentences.split_document
@@ -121,7 +125,7 @@ class CTranslate2Seq2Seq:
         texts = list(texts)
         if not split_sentences:
             return self._generate_texts(texts, **kwargs)
-        language = sentence_rules(source_lang, (self.defaults.get("langs") or [None])[0])
+        language = sentence_rules(source_lang, self.defaults.get("langs"))
         documents = [split_document(text, language) for text in texts]
         return translate_documents(documents, lambda sentences: self._generate_texts(sentences, **kwargs))
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import torch
 
-from ..configuration_vanilla_transformer import VanillaTransformerConfig
+from ..configuration_vanilla_transformer import VanillaTransformerConfig, check_languages
 from ..errors import MissingPathError, UsageError
 from ..extras import require
 from ..modeling_vanilla_transformer import (
@@ -129,6 +129,9 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
     # The languages a Marian tokenizer was made for (e.g. "de", "en"; a multilingual model's "mul" has no
     # sentence rules and is split at punctuation).
     languages = [getattr(tokenizer, "source_lang", None), getattr(tokenizer, "target_lang", None)]
-    if all(languages) and languages[0] != languages[1]:
+    try:
+        check_languages(languages)
         model.config.langs = languages
+    except ValueError:  # a tokenizer that names no pair: nothing to record
+        pass
     return save_model_folder(model, tokenizer, output_dir)

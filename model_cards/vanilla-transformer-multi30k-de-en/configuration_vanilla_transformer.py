@@ -87,16 +87,20 @@ def _choice(choices: tuple[str, ...]):
     return check
 
 
-def _languages(value: Any) -> None:
+def check_languages(value: Any) -> None:
+    """A translation model's `langs`: None, or two different language codes, source then target."""
     if value is None:
         return
     if (
-        not isinstance(value, (list, tuple))
+        not isinstance(value, list)
         or len(value) != 2
         or not all(isinstance(code, str) and code for code in value)
         or value[0] == value[1]
     ):
-        raise ValueError(f"must be None or two different language codes, source then target, got {value!r}.")
+        raise ValueError(
+            f"must be None or two different language codes, source then target (e.g. ['de', 'en']), got "
+            f"{value!r}."
+        )
 
 
 def _positive(default: int):
@@ -216,7 +220,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     init_std: float | None = None
     init_method: str = validated_field(_choice(INIT_METHODS), default="fairseq")
     task: str | None = validated_field(_choice((None, *MODEL_TASKS)), default=None)
-    langs: list[str] | None = validated_field(_languages, default=None)
+    langs: list[str] | None = validated_field(check_languages, default=None)
     use_cache: bool = True
     is_encoder_decoder: bool = True
     # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.
@@ -279,4 +283,4 @@ class VanillaTransformerConfig(PreTrainedConfig):
         return cls(**{**PRESETS[name], **overrides})
 
 
-__all__ = ["PRESETS", "VanillaTransformerConfig"]
+__all__ = ["PRESETS", "VanillaTransformerConfig", "check_languages"]

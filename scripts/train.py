@@ -22,7 +22,7 @@ is one); runs unchanged under `accelerate launch` on several processes, GPUs or 
 import logging
 
 from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args, run_script
-from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, run_training
+from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, end_process, run_training
 
 
 def main() -> None:
@@ -34,14 +34,9 @@ def main() -> None:
     trainer, final = run_training(model_args, data_args, recipe_args, training_args)
     if trainer.is_world_process_zero():
         print(f"Saved the trained model to {final}")
-    # Under `accelerate launch` the processes leave together, and each releases the model and its engine
-    # (DDP's, DeepSpeed's) and takes down its process group before it exits: communication work still
-    # alive when the interpreter shuts down aborts the process (SIGABRT in Gloo's threads).
     accelerator = trainer.accelerator
-    accelerator.wait_for_everyone()
-    del trainer
-    accelerator.free_memory()
-    accelerator.end_training()
+    del trainer  # the model and its engine (DDP's, DeepSpeed's), released by `end_process`
+    end_process(accelerator)
 
 
 if __name__ == "__main__":

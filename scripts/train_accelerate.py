@@ -46,6 +46,7 @@ from hf_vanilla_transformer.training import (
     ModelArguments,
     RecipeArguments,
     build_model,
+    leave_launched_process,
     paper_peak_learning_rate,
     token_budget_sampler,
 )
@@ -245,8 +246,11 @@ def main() -> None:
     model = build_model(model_args, tokenizer)
     data_args.record_in(model.config)
     final = train_loop(model, tokenizer, dataset, args, batching)
-    if PartialState().is_main_process:
+    state = PartialState()
+    if state.is_main_process:
         print(f"Saved the trained model to {final}")
+    if state.num_processes > 1:
+        leave_launched_process()
 
 
 if __name__ == "__main__":

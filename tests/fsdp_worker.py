@@ -34,7 +34,7 @@ from accelerate.utils.fsdp_utils import (
 )
 
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.training.trainer import FullWeightsCallback, gathered_model
+from hf_vanilla_transformer.training.trainer import FullWeightsCallback, end_process, gathered_model
 from tests.conftest import make_word_tokenizer
 
 STEPS = 5
@@ -138,8 +138,7 @@ def main(output_dir: Path) -> None:
             }
         )
     )
-    accelerator.wait_for_everyone()
-    accelerator.end_training()
+    end_process(accelerator)
 
 
 def marian(output_dir: Path) -> None:

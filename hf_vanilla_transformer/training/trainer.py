@@ -5,8 +5,11 @@ which give a run sharded by FSDP or DeepSpeed full weights in its checkpoints an
 
 from __future__ import annotations
 
+import atexit
 import copy
 import logging
+import os
+import sys
 from pathlib import Path
 
 import torch
@@ -240,3 +243,30 @@ def run_training(
     if model is not None:
         save_model_folder(model, trainer.processing_class, final)
     return trainer, final
+
+
+def end_process(accelerator: Accelerator) -> None:
+    """The last step of a training script's process: wait for the others, release the model and its engine,
+    take down the process group, and under `accelerate launch` on several processes leave
+    (`leave_launched_process`). Call it only where nothing is left to run."""
+    several = accelerator.num_processes > 1
+    accelerator.wait_for_everyone()
+    accelerator.free_memory()
+    accelerator.end_training()
+    if several:
+        leave_launched_process()
+
+
+def leave_launched_process() -> None:
+    """End one process of a several-process launch, its work done and its process group taken down: run the
+    exit handlers (trackers', libraries'), flush, and end without the interpreter's finalization.
+
+    Gloo's communication threads outlive `destroy_process_group` for as long as anything holds a process
+    group (DeepSpeed keeps its groups in module globals and on every ZeRO-3 parameter, out of reach here), and
+    their teardown during finalization can abort a process whose work is done ("terminate called without an
+    active exception", SIGABRT), failing a run that succeeded; torch's c10d maintainers describe the mechanism
+    in pytorch PR 179291."""
+    atexit._run_exitfuncs()  # what a normal exit runs (logging's shutdown among them); no public name
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

@@ -322,6 +322,12 @@ def test_training_profile_refuses_step_counts_it_cannot_time():
         ProfileArguments(untimed_steps=0)
     with pytest.raises(ValueError, match=r"--operator_steps at least 0; got 3, 20, -1"):
         ProfileArguments(operator_steps=-1)
+    # The command line's range table agrees: no operator table (0) is allowed, no untimed step is not.
+    from hf_vanilla_transformer.cli import check_numeric_range
+
+    check_numeric_range("operator_steps", 0)
+    with pytest.raises(ValueError, match="--untimed_steps must be at least 1, got 0"):
+        check_numeric_range("untimed_steps", 0)
 
 
 def test_evaluating_a_shipped_folder_writes_nothing_into_it_and_overwrites_nothing(

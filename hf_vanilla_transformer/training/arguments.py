@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
-from transformers import SchedulerType, Seq2SeqTrainingArguments, set_seed
+from transformers import AutoConfig, SchedulerType, Seq2SeqTrainingArguments, set_seed
 from transformers.training_args import ParallelMode
 
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
@@ -228,13 +228,12 @@ def load_config_overrides(value: dict | str | None) -> dict:
     return overrides
 
 
-def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
-    """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
+def model_config(model_args: ModelArguments, tokenizer) -> VanillaTransformerConfig:
+    """The configuration `build_model` builds from, read without building anything: a saved model's, or the
+    preset sized to the tokenizer with the tokenizer's special-token ids and the overrides."""
     if model_args.model:
         check_model_location(model_args.model)  # a mistyped folder is named, not sent to the Hub
-        return VanillaTransformerForConditionalGeneration.from_pretrained(
-            model_args.model, attn_implementation=model_args.attn_implementation
-        )
+        return AutoConfig.from_pretrained(model_args.model)
     specials = {
         "pad_token_id": tokenizer.pad_token_id,
         "bos_token_id": tokenizer.bos_token_id,
@@ -243,9 +242,18 @@ def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForC
     }
     # Overrides win over the tokenizer's ids too (`{"decoder_start_token_id": 2}` starts decoding at </s>).
     fields = {"vocab_size": len(tokenizer), **specials, **load_config_overrides(model_args.config_overrides)}
-    config = VanillaTransformerConfig.from_preset(model_args.preset, **fields)
+    return VanillaTransformerConfig.from_preset(model_args.preset, **fields)
+
+
+def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
+    """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
+    if model_args.model:
+        check_model_location(model_args.model)  # a mistyped folder is named, not sent to the Hub
+        return VanillaTransformerForConditionalGeneration.from_pretrained(
+            model_args.model, attn_implementation=model_args.attn_implementation
+        )
     return VanillaTransformerForConditionalGeneration._from_config(
-        config, attn_implementation=model_args.attn_implementation
+        model_config(model_args, tokenizer), attn_implementation=model_args.attn_implementation
     )
 
 
@@ -312,13 +320,14 @@ def prepare_training(
     if model_args.model:  # before the data is read: a model for the other task is refused at once
         check_model_for_task(model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    # Before the data is read and tokenized (minutes for a large corpus), from the configuration alone.
+    check_lengths_fit(data_args, model_config(model_args, tokenizer))
     # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
     # corpus of millions of pairs is tokenized once, not once per GPU).
     with training_args.main_process_first(desc="tokenizing the data"):
         datasets_ = prepare_dataset(data_args, tokenizer)
     set_seed(training_args.seed)
     model = build_model(model_args, tokenizer)
-    check_lengths_fit(data_args, model.config)
     data_args.record_in(model.config)
     set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
     logger.info(

@@ -46,7 +46,9 @@ from hf_vanilla_transformer.training import (
     ModelArguments,
     RecipeArguments,
     build_model,
+    check_lengths_fit,
     leave_launched_process,
+    model_config,
     paper_peak_learning_rate,
     token_budget_sampler,
 )
@@ -241,6 +243,7 @@ def main() -> None:
     if model_args.model:  # before the data is read: a model for the other task is refused at once
         check_model_for_task(model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    check_lengths_fit(data_args, model_config(model_args, tokenizer))  # before the data is tokenized
     dataset = prepare_dataset(data_args, tokenizer)["train"]
     set_seed(args.seed)  # the initial weights
     model = build_model(model_args, tokenizer)

@@ -23,7 +23,9 @@ from .arguments import (
     PaperSeq2SeqTrainingArguments,
     RecipeArguments,
     build_model,
+    check_lengths_fit,
     load_config_overrides,
+    model_config,
     prepare_training,
     set_paper_learning_rate,
 )
@@ -73,6 +75,8 @@ __all__ = [
     "end_process",
     "leave_launched_process",
     "build_model",
+    "check_lengths_fit",
+    "model_config",
     "clock_linear_schedule",
     "example_sizes",
     "gathered_model",

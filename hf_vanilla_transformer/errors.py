@@ -29,3 +29,7 @@ class ExistingPathError(UserError, FileExistsError):
 
 class OfflineError(UserError, ConnectionError):
     """A Hub name was given but the Hub cannot be reached and the files are not in its cache."""
+
+
+class CorruptFileError(UserError, OSError):
+    """A file of a saved folder does not parse (a download or save cut short): the user makes it again."""

@@ -1,14 +1,16 @@
 """Model folders on disk: find and load one (`load_model_folder`, with errors that name a missing folder
-instead of a Hub error about repository names), write a self-contained one (what `from_pretrained`,
-`pipeline()` and Hub users need), and bring the code files of an existing folder or Hub repository up to
-date."""
+instead of a Hub error about repository names, and a file of it cut short), write a self-contained one (what
+`from_pretrained`, `pipeline()` and Hub users need), and bring the code files of an existing folder or Hub
+repository up to date."""
 
 import difflib
 import filecmp
 import json
+import re
 import shutil
 import socket
 import tempfile
+from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
@@ -23,7 +25,7 @@ from transformers import (
 
 from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq, sentences
 from .configuration_vanilla_transformer import VanillaTransformerConfig, check_languages
-from .errors import MissingPathError, OfflineError, UsageError
+from .errors import CorruptFileError, MissingPathError, OfflineError, UsageError
 from .pipeline_seq2seq import TASK_NAME, UNSPLIT_TASKS
 
 # The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
@@ -63,14 +65,57 @@ def nearest_sibling(path: str | Path) -> Path | None:
     return parent / close[0] if close else None
 
 
-def check_saved_location(name_or_path: str | Path, what: str, needs: str, made_by: str) -> None:
+# The JSON files `from_pretrained` reads from a saved folder, where there: a model's, then a tokenizer's.
+MODEL_FILES = ("config.json", "generation_config.json")
+TOKENIZER_FILES = (
+    "tokenizer_config.json",
+    "tokenizer.json",
+    "special_tokens_map.json",
+    "added_tokens.json",
+    "vocab.json",
+)
+# The folders a training run saves, as transformers names them (`PREFIX_CHECKPOINT_DIR`).
+CHECKPOINT_NAME = re.compile(r"checkpoint-\d+")
+
+
+def check_files_parse(name_or_path: str | Path, names: Sequence[str] = MODEL_FILES + TOKENIZER_FILES) -> None:
+    """Refuse a local folder whose file among `names` is truncated or corrupt (a download or save cut short),
+    naming the file and the fix. transformers' own answers name no file (a tokenizer.json cut short ends in
+    "Expecting ':' delimiter"), or are silent: `from_pretrained` drops a generation_config.json that does not
+    parse, and the model then decodes greedily instead of as saved. A Hub id is left to the libraries."""
+    folder = Path(name_or_path)
+    if not folder.is_dir():
+        return
+    for name in names:
+        path = folder / name
+        if not path.is_file():
+            continue
+        try:
+            json.loads(path.read_bytes())
+        except ValueError as error:  # JSONDecodeError, or UnicodeDecodeError for bytes that are no text
+            fix = (
+                "Resume from the previous checkpoint (`--resume_from_checkpoint true` takes the newest whole "
+                "one)"
+                if CHECKPOINT_NAME.fullmatch(folder.resolve().name)
+                else f"Download or save {folder} again"
+            )
+            raise CorruptFileError(
+                f"{path} is truncated or corrupt: it does not parse as JSON ({error}). {fix}."
+            ) from error
+
+
+def check_saved_location(
+    name_or_path: str | Path, what: str, needs: str, made_by: str, reads: Sequence[str] = ()
+) -> None:
     """Raise `FileNotFoundError` for a location that is neither a folder holding `needs` nor a possible Hub
-    id, before transformers answers with an error about repository names. `what` names the folder ("model
-    folder"), `made_by` says what writes one."""
+    id, before transformers answers with an error about repository names, and `CorruptFileError` for a folder
+    whose file among `reads` does not parse (`check_files_parse`). `what` names the folder ("model folder"),
+    `made_by` says what writes one."""
     path = Path(name_or_path)
     if path.is_dir():
         if not (path / needs).is_file():
             raise MissingPathError(f"{path} is a folder without {needs}, so not a saved {what}. {made_by}")
+        check_files_parse(path, reads)
         return
     if is_local_path(name_or_path):
         sibling = nearest_sibling(name_or_path)
@@ -117,21 +162,26 @@ TOKENIZER_MADE_BY = (
 
 
 def check_model_location(name_or_path: str | Path) -> None:
-    """`check_saved_location` for a saved model (a folder with config.json, or a Hub id)."""
-    check_saved_location(name_or_path, "model folder", "config.json", MODEL_MADE_BY)
+    """`check_saved_location` for a saved model (a folder with config.json that parses, or a Hub id)."""
+    check_saved_location(name_or_path, "model folder", "config.json", MODEL_MADE_BY, MODEL_FILES)
 
 
 def check_tokenizer_location(name_or_path: str | Path) -> None:
-    """`check_saved_location` for a saved tokenizer (a folder with tokenizer_config.json, or a Hub id)."""
-    check_saved_location(name_or_path, "tokenizer folder", "tokenizer_config.json", TOKENIZER_MADE_BY)
+    """`check_saved_location` for a saved tokenizer (a folder with tokenizer_config.json, its files parsing,
+    or a Hub id)."""
+    check_saved_location(
+        name_or_path, "tokenizer folder", "tokenizer_config.json", TOKENIZER_MADE_BY, TOKENIZER_FILES
+    )
 
 
 def load_model_folder(
     name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **model_kwargs
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The model (with its saved generation config) and tokenizer of a saved folder or Hub id, in eval mode;
-    a missing folder is named as such. `model_kwargs` go to `from_pretrained` (e.g. `trust_remote_code`)."""
+    a missing folder, or a file of it cut short, is named as such. `model_kwargs` go to `from_pretrained`
+    (e.g. `trust_remote_code`)."""
     check_model_location(name_or_path)
+    check_files_parse(name_or_path, TOKENIZER_FILES)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
     model = model_class.from_pretrained(name_or_path, **model_kwargs).eval()
     return model, tokenizer
@@ -282,6 +332,7 @@ def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
         raise MissingPathError(f"No model folder at {folder}. Pass a folder written by `save_pretrained`.")
     if not (folder / "config.json").is_file():
         raise MissingPathError(f"{folder} has no config.json, so it is not a saved model folder.")
+    check_files_parse(folder, MODEL_FILES)
     repairs = folder_repairs(folder, str(folder))
     if not dry_run:
         for name, content in repairs.items():

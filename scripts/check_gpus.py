@@ -179,6 +179,10 @@ def logit_differences(logits: torch.Tensor, reference: torch.Tensor, keep: torch
 def check_bf16_sdpa(folder: Path, machine: Machine, args: CheckArguments) -> str:
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
+    from hf_vanilla_transformer.saving import check_files_parse
+
+    check_files_parse(SHIPPED_MODEL)  # a checkout's file cut short is named, not a library's traceback
+
     def load(attention: str, dtype: torch.dtype = torch.float32):
         model = AutoModelForSeq2SeqLM.from_pretrained(
             SHIPPED_MODEL, attn_implementation=attention, dtype=dtype
@@ -283,10 +287,10 @@ def loss_log(run: Path) -> list[dict]:
 def check_loaded_folder(folder: Path, machine: Machine) -> tuple[int, int]:
     """Load a saved folder with from_pretrained and translate two sentences with it on the GPU; returns the
     vocabulary size and width, for the caller's checks of the weights."""
-    from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
+    from hf_vanilla_transformer.saving import load_model_folder
 
-    model = AutoModelForSeq2SeqLM.from_pretrained(folder).to(machine.device).eval()
-    tokenizer = AutoTokenizer.from_pretrained(folder)
+    model, tokenizer = load_model_folder(folder)
+    model.to(machine.device)
     inputs = tokenizer(fixture_lines("val", "de", 2), return_tensors="pt", padding=True).to(machine.device)
     with torch.no_grad():
         output = model.generate(**inputs, max_new_tokens=8)

@@ -106,7 +106,7 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
     arguments decodes as it did), and the modeling and pipeline code for `trust_remote_code` loading."""
     from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
-    from ..saving import check_hub_reachable, save_model_folder
+    from ..saving import check_files_parse, check_hub_reachable, save_model_folder
 
     require("sentencepiece", "Importing a Marian model (its tokenizers)")
 
@@ -117,6 +117,7 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
                 "MarianMTModel.save_pretrained or a Hub id such as Helsinki-NLP/opus-mt-de-en."
             )
         check_hub_reachable(str(model_name_or_path), "config.json")
+    check_files_parse(model_name_or_path)  # a local folder's config or tokenizer file cut short is named
     config = AutoConfig.from_pretrained(model_name_or_path)
     if config.model_type != "marian":
         raise UsageError(

@@ -2,7 +2,8 @@
 read into it (`parse_recipe_and_args`), unknown options answered with the closest real one, every numeric
 option checked against its range as it is parsed (`NUMERIC_RANGES`), and a user's mistake (a missing
 folder, a bad split, a configuration that cannot work, corrupt weights, empty data) ended with its message
-and exit status 2 instead of a traceback.
+and exit status 2 instead of a traceback, and an output that is one of the command's inputs or holds one
+refused (`outputs.check_output_options`). Ctrl-C ends a script in one line with exit status 130.
 
 A user error is a type, never a guess: the package's `errors.UserError` family, a model configuration's
 refusal of a value (the errors of `@strict` dataclasses, which name the field and the value), and a model
@@ -27,6 +28,7 @@ import yaml
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
 from .errors import MissingPathError, UsageError, UserError
+from .outputs import check_output_options
 
 # A configuration's refusal of a field's value, or of how its values combine.
 CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
@@ -40,6 +42,10 @@ EXAMPLE_SCRIPT_SPELLINGS = {
     "dataset_config_name": "dataset_config",
     "overwrite_output_dir": "overwrite",
     "preprocessing_num_workers": "num_proc",
+}
+# Options this package no longer has, answered with what replaced them.
+REMOVED_OPTIONS = {
+    "paper_learning_rate": "removed: eq. 3 sets the learning rate unless --learning_rate is given",
 }
 
 
@@ -93,11 +99,14 @@ NUMERIC_RANGES = {
             "validation_size",
             "warmup_steps",
             "max_grad_norm",
+            "stall_timeout",
             "weight_decay",
         ),
         ">= 0",
     ),
-    **dict.fromkeys(("adam_epsilon", "hub_timeout", "lr_scale", "max_train_minutes", "timeout"), "> 0"),
+    **dict.fromkeys(
+        ("adam_epsilon", "hub_timeout", "learning_rate", "lr_scale", "max_train_minutes", "timeout"), "> 0"
+    ),
     **dict.fromkeys(("adam_beta1", "adam_beta2"), "[0, 1)"),
     "max_unknown_token_share": "[0, 1]",
     "max_warmup_fraction": "(0, 1)",
@@ -125,17 +134,25 @@ def check_numeric_range(name: str, value) -> None:
         raise UsageError(f"--{name} must be {wanted}, got {value}.")
 
 
-def numeric_options(dataclass_type) -> list[str]:
-    """The numeric options of an arguments dataclass that this package defines (not the Trainer's own),
-    by their annotation: the ones `NUMERIC_RANGES` must cover."""
-    names = []
+def own_fields(dataclass_type) -> list[dataclasses.Field]:
+    """The options of an arguments dataclass that this package defines, not the Trainer's own."""
+    fields = []
     for field in dataclasses.fields(dataclass_type):
         owner = next(
             cls for cls in dataclass_type.__mro__ if field.name in vars(cls).get("__annotations__", {})
         )
+        if field.init and not owner.__module__.startswith(("transformers", "accelerate")):
+            fields.append(field)
+    return fields
+
+
+def numeric_options(dataclass_type) -> list[str]:
+    """The numeric options of an arguments dataclass that this package defines (not the Trainer's own),
+    by their annotation: the ones `NUMERIC_RANGES` must cover."""
+    names = []
+    for field in own_fields(dataclass_type):
         kind = str(field.type)
-        numeric = ("int" in kind or "float" in kind) and "bool" not in kind and "str" not in kind
-        if field.init and numeric and not owner.__module__.startswith(("transformers", "accelerate")):
+        if ("int" in kind or "float" in kind) and "bool" not in kind and "str" not in kind:
             names.append(field.name)
     return names
 
@@ -149,10 +166,20 @@ def is_user_error(error: BaseException) -> bool:
     return isinstance(error, (UserError, *CONFIG_ERRORS, *model_errors))
 
 
+# 128 + SIGINT: what a shell reports for a command that Ctrl-C ended.
+INTERRUPTED_STATUS = 130
+
+
 def run_script(main: Callable[[], object]) -> None:
-    """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2."""
+    """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2, and
+    Ctrl-C into one line and exit status 130; a `SystemExit` (a script's own status) passes as it is."""
     try:
         main()
+    except KeyboardInterrupt:
+        if os.environ.get(DEBUG_VARIABLE):
+            raise
+        print("interrupted (Ctrl-C)", file=sys.stderr)
+        raise SystemExit(INTERRUPTED_STATUS) from None
     except Exception as error:
         if os.environ.get(DEBUG_VARIABLE) or not is_user_error(error):
             raise
@@ -166,6 +193,8 @@ def option_suggestion(name: str, options: Iterable[str], quote: str = "{}") -> s
     near miss, or
     nothing; X is the option's name in `quote` (`"--{}"` on a command line, `"'{}'"` in a recipe)."""
     options = list(options)
+    if name in REMOVED_OPTIONS:
+        return f" ({REMOVED_OPTIONS[name]})"
     if EXAMPLE_SCRIPT_SPELLINGS.get(name) in options:
         return f" (here called {quote.format(EXAMPLE_SCRIPT_SPELLINGS[name])})"
     close = difflib.get_close_matches(name, options, n=1)
@@ -237,6 +266,7 @@ def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
     for instance in parsed:
         for name in numeric_options(type(instance)):
             check_numeric_range(name, getattr(instance, name))
+    check_output_options({name: value for instance in parsed for name, value in vars(instance).items()})
     return tuple(parsed)
 
 

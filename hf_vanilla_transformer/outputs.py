@@ -1,12 +1,31 @@
-"""Where a command writes: never over what it did not make. A folder option never names a user's file, and a
-location that holds something is replaced only when the user asked (`--overwrite`). The library's writers
-and the scripts both check here."""
+"""Where a command writes: never over what it did not make. A folder option never names a user's file, a
+location that holds something is replaced only when the user asked (`--overwrite`), and an output is never
+one of the command's own inputs, `--overwrite` or not. The library's writers and the scripts both check
+here."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
-from .errors import ExistingPathError
+from .errors import ExistingPathError, UsageError
+
+# The scripts' options that name what a command writes, and those that name what it reads (each is spelt one
+# way in every script): as the options are parsed (`cli.parse_dataclasses`), an output that is an input or
+# holds one is refused (`check_output_options`). tests/test_script_help.py fails on a script's option that
+# may name a path and is in neither table nor among those it lists as left out, with why.
+OUTPUT_OPTIONS = ("output_dir", "output_file", "tokenized_output_dir", "folder")
+# Not `resume_from_checkpoint`: it is the run itself, inside its --output_dir by design.
+INPUT_OPTIONS = (
+    "model",
+    "tokenizer",
+    "dataset",
+    "run_dir",
+    "text_files",
+    "compare",
+    "recipe",
+    "config_overrides",
+)
 
 
 def check_not_a_file(path: str | Path, option: str = "--output_dir") -> None:
@@ -27,3 +46,45 @@ def check_output_location(path: str | Path, overwrite: bool, option: str = "--ou
         return
     held = "is not empty" if path.is_dir() else "exists"
     raise ExistingPathError(f"{path} {held}: pass --overwrite to replace what it holds, or another {option}.")
+
+
+def local_paths(value) -> list[Path]:
+    """The existing local paths that an option's value names (a list option may name several); a Hub id, or
+    anything else that is not on disk, names none."""
+    values = value if isinstance(value, list | tuple) else [value]
+    return [
+        Path(item) for item in values if isinstance(item, str | Path) and str(item) and Path(item).exists()
+    ]
+
+
+def check_not_an_input(
+    output: str | Path, inputs: Mapping[str, object], option: str = "--output_dir"
+) -> None:
+    """Refuse to write to `output` when it is one of `inputs` (option name -> value) or holds one, symlinks
+    resolved, `--overwrite` or not: replacing it would delete what the command reads. An output inside an
+    input folder (`--run_dir R --output_dir R/averaged`) is fine."""
+    target = Path(output).resolve()
+    for name, value in inputs.items():
+        for path in local_paths(value):
+            places = {path.resolve()}
+            if path.is_symlink():  # replacing the folder that the link sits in deletes the link too
+                places.add(path.absolute().parent.resolve() / path.name)
+            if target in places:
+                raise UsageError(
+                    f"{option} {output} is the --{name} being read: writing there would replace it; give "
+                    f"another {option}."
+                )
+            if any(target in place.parents for place in places):
+                raise UsageError(
+                    f"{option} {output} holds the --{name} being read ({path}): writing there would replace "
+                    f"it; give another {option}."
+                )
+
+
+def check_output_options(options: Mapping[str, object]) -> None:
+    """`check_not_an_input` for each of a command's `OUTPUT_OPTIONS` against its `INPUT_OPTIONS`, given its
+    options as a mapping of names to values."""
+    inputs = {name: options[name] for name in INPUT_OPTIONS if options.get(name) is not None}
+    for name in OUTPUT_OPTIONS:
+        if isinstance(options.get(name), str | Path) and str(options[name]):
+            check_not_an_input(options[name], inputs, f"--{name}")

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.data.translation import load_translation_dataset, tokenize_translation
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
 
@@ -60,6 +60,9 @@ def main() -> None:
     check_output_location(args.output_dir, args.overwrite)
     tokenizer = None
     if args.tokenizer is not None:
+        # The default is made here, not parsed: the check of what the options name cannot see it.
+        inputs = {"dataset": args.dataset, "tokenizer": args.tokenizer}
+        check_not_an_input(tokenized_dir, inputs, "--tokenized_output_dir")
         check_output_location(tokenized_dir, args.overwrite, "--tokenized_output_dir")
         tokenizer = load_tokenizer(args.tokenizer)  # before any work: a missing one is named at once
     dataset_dict = load_translation_dataset(

@@ -70,6 +70,11 @@ def test_an_unknown_option_gets_the_closest_real_one(tmp_path):
     # a prefix of a real option is no abbreviation of it: argparse would have taken --num_beam as --num_beams
     result = _run("evaluate_model.py", "--model", "x", "--num_beam", "1", cwd=tmp_path)
     _assert_user_error(result, "--num_beam (did you mean --num_beams?)")
+    # an option this package removed says what replaced it
+    result = _run("train.py", str(recipe), "--paper_learning_rate", "false", cwd=tmp_path)
+    _assert_user_error(
+        result, "--paper_learning_rate (removed: eq. 3 sets the learning rate unless --learning_rate"
+    )
 
 
 def test_the_example_scripts_spelling_of_an_option_gets_this_packages_name(tmp_path):
@@ -195,6 +200,37 @@ def test_user_errors_and_bugs_are_told_apart():
     with pytest.raises(SystemExit) as exit_info:
         run_script(user_error)
     assert exit_info.value.code == 2
+
+
+def test_ctrl_c_ends_a_script_in_one_line_with_status_130(capsys, monkeypatch):
+    def interrupted():
+        print("working")
+        raise KeyboardInterrupt
+
+    monkeypatch.delenv(DEBUG_VARIABLE, raising=False)
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(interrupted)
+    assert exit_info.value.code == 130
+    assert exit_info.value.__context__ is None or exit_info.value.__suppress_context__
+    captured = capsys.readouterr()
+    assert captured.err == "interrupted (Ctrl-C)\n" and captured.out == "working\n"
+    # With the debug variable, the interrupt keeps its traceback.
+    monkeypatch.setenv(DEBUG_VARIABLE, "1")
+    with pytest.raises(KeyboardInterrupt):
+        run_script(interrupted)
+
+
+@pytest.mark.parametrize("status", [0, 1, 130, 143, "error: a script's own message"])
+def test_a_scripts_own_exit_passes_through_unchanged(capsys, status):
+    """Training ends itself with 130 or 143 (SIGINT, SIGTERM) after saving a checkpoint: not reworded."""
+
+    def exits():
+        raise SystemExit(status)
+
+    with pytest.raises(SystemExit) as exit_info:
+        run_script(exits)
+    assert exit_info.value.code == status
+    assert capsys.readouterr().err == ""
 
 
 def test_plot_attention_makes_a_missing_folder_and_replaces_nothing_unasked(tmp_path, model_dir):

@@ -18,6 +18,12 @@ from transformers import HfArgumentParser
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 CLI_SCRIPTS = sorted(path.stem for path in SCRIPTS.glob("*.py"))
+# The research commands beside them that parse options as the scripts do (`benchmarks/multi30k_seeds`).
+BENCHMARK_SCRIPTS = sorted(
+    f"benchmarks/{path.stem}"
+    for path in (SCRIPTS / "benchmarks").glob("*.py")
+    if "run_script(main)" in path.read_text(encoding="utf-8")
+)
 
 
 class _Parsed(Exception):
@@ -32,8 +38,8 @@ def built_parser(script: str, monkeypatch) -> argparse.ArgumentParser:
     monkeypatch.setattr(argparse.ArgumentParser, "parse_known_args", intercept)
     monkeypatch.setattr(sys, "argv", [str(SCRIPTS / f"{script}.py")])
     monkeypatch.syspath_prepend(str(SCRIPTS))  # as `python scripts/<script>.py` has it
-    module = importlib.import_module(script)
-    assert Path(module.__file__).parent == SCRIPTS, f"'import {script}' found {module.__file__}"
+    module = importlib.import_module(script.replace("/", "."))
+    assert Path(module.__file__) == SCRIPTS / f"{script}.py", f"'import {script}' found {module.__file__}"
     with pytest.raises(_Parsed) as parsed:
         module.main()
     return parsed.value.args[0]
@@ -139,3 +145,46 @@ def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
         # the Trainer checks some of its options in its own words).
         with pytest.raises(UsageError, match=rf"\b{name}\b"):
             parse_dataclasses(parser, [*required, f"--{name}", OUTSIDE[NUMERIC_RANGES[name]]])
+
+
+# The scripts' options that take text but name no file or folder; and those that name one but that the rule
+# of outputs and inputs leaves out, with why. Any other option that takes text must be in
+# `outputs.OUTPUT_OPTIONS` or `outputs.INPUT_OPTIONS`, so that no output replaces one of its command's inputs.
+NOT_PATHS = {
+    "arm", "attn_implementation", "batch_order", "checks", "dataset_config", "device", "example",
+    "fairseq_arm", "fairseq_linear_arm", "host", "label", "lr_scheduler_type", "metric_for_best_model",
+    "mixed_precision", "preset", "presets", "profile", "quantization", "repo_id", "shapes", "source_lang",
+    "split", "symbols", "target", "target_lang", "task", "text", "token",
+}  # fmt: skip
+PATHS_LEFT_OUT = {
+    "resume_from_checkpoint": "the run itself, inside its --output_dir by design",
+    "card": "read whole before --folder is written; by default it is --folder's own README.md",
+    "markdown_from": "that mode writes nothing, and reads what an earlier run wrote to --output_file",
+}
+
+
+@pytest.mark.parametrize("script", [*CLI_SCRIPTS, *BENCHMARK_SCRIPTS])
+def test_every_option_that_may_name_a_path_is_an_output_or_an_input(script, monkeypatch):
+    """An output that is one of the command's inputs, or holds one, is refused as the options are parsed
+    (`outputs.check_output_options`), by the options' names: a new option that takes a path must say which
+    it is, or the check would not see it."""
+    from hf_vanilla_transformer.cli import own_fields
+    from hf_vanilla_transformer.outputs import INPUT_OPTIONS, OUTPUT_OPTIONS
+
+    parser = built_parser(script, monkeypatch)
+    texts = {
+        field.name
+        for dtype in parser.dataclass_types
+        for field in own_fields(dtype)
+        if "str" in str(field.type) or "Path" in str(field.type)
+    }
+    assert not set(OUTPUT_OPTIONS) & set(INPUT_OPTIONS)
+    unknown = texts - {*OUTPUT_OPTIONS, *INPUT_OPTIONS, *NOT_PATHS, *PATHS_LEFT_OUT}
+    assert not unknown, (
+        f"{script}.py: options that may name a path, in no table: {sorted(unknown)}. Add each to "
+        "outputs.OUTPUT_OPTIONS or outputs.INPUT_OPTIONS (or, if it names no path, to NOT_PATHS here)."
+    )
+
+
+def test_the_benchmark_scripts_are_found():
+    assert "benchmarks/multi30k_seeds" in BENCHMARK_SCRIPTS

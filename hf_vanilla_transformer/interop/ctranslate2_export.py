@@ -24,7 +24,7 @@ from ctranslate2.specs import common_spec, transformer_spec
 
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from ..outputs import check_not_a_file
+from ..outputs import check_not_a_file, check_not_an_input
 from ..saving import check_model_location
 from ..tokenization import load_tokenizer
 from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
@@ -169,6 +169,7 @@ def convert_to_ctranslate2(
             f"Unknown quantization {quantization!r}; CTranslate2 accepts {', '.join(ACCEPTED_MODEL_TYPES)}."
         )
     check_not_a_file(output_dir)
+    check_not_an_input(output_dir, {"model": str(model_path)})  # force or not: the model would be deleted
     if Path(output_dir).exists() and not force:
         raise ExistingPathError(
             f"{output_dir} exists: pass --overwrite to replace it, or choose another --output_dir."

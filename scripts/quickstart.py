@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -192,6 +193,9 @@ def run_quickstart(args: QuickstartArguments) -> dict:
         disable_tqdm=False,
     )
     trainer, final = run_training(model_args, data_args, recipe_args, training_args)
+    if final is None:  # Ctrl-C or SIGTERM: the quickstart saves no checkpoints (save_strategy "no")
+        print(f"    stopped at step {trainer.state.global_step}; nothing saved.", file=sys.stderr)
+        raise SystemExit(trainer.interruption.exit_status)
     print(f"    trained {trainer.state.global_step} steps; saved to {final}")
 
     _say("4/5 Evaluating on the test split (greedy decoding) ...")

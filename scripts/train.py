@@ -5,8 +5,8 @@ metric, loss log and curves next to the checkpoints, the final model folder in `
     # a whole recipe from a YAML file; options after it override the file's values
     python scripts/train.py scripts/recipes/series.yaml
     python scripts/train.py scripts/recipes/series.yaml --max_steps 100 --output_dir outputs/series-try
-    python scripts/train.py scripts/recipes/series.yaml \
-        --resume_from_checkpoint outputs/series-50k/checkpoint-500
+    # continue a run from its newest whole checkpoint (or name one: outputs/series-50k/checkpoint-500)
+    python scripts/train.py scripts/recipes/series.yaml --resume_from_checkpoint true
 
     # or every option on the command line
     python scripts/train.py --task series --dataset outputs/data/series-50k \
@@ -16,13 +16,18 @@ metric, loss log and curves next to the checkpoints, the final model folder in `
 
 Every option of `Seq2SeqTrainingArguments` works (`--help` lists them all); the paper's settings are the
 defaults, and a recipe's comments say why it departs from them. The Trainer picks the device (GPU if there
-is one); runs unchanged under `accelerate launch` on several processes, GPUs or nodes.
+is one); runs unchanged under `accelerate launch` on several processes, GPUs or nodes. Ctrl-C or SIGTERM
+saves a checkpoint at the step reached and stops (exit status 130 / 143); a second Ctrl-C leaves at once.
 """
 
 import logging
+import signal
+import sys
+from pathlib import Path
 
 from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args, run_script
-from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, end_process, run_training
+from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, checkpoint_problem, end_process, run_training
+from hf_vanilla_transformer.training.faults import stopped_message
 
 
 def main() -> None:
@@ -32,11 +37,24 @@ def main() -> None:
     )
     model_args, data_args, recipe_args, training_args = parse_recipe_and_args(parser)
     trainer, final = run_training(model_args, data_args, recipe_args, training_args)
+    status = 0 if final is not None else trainer.interruption.exit_status
     if trainer.is_world_process_zero():
-        print(f"Saved the trained model to {final}")
+        if final is not None:
+            print(f"Saved the trained model to {final}")
+        else:
+            print(interrupted_message(trainer, training_args), file=sys.stderr)
     accelerator = trainer.accelerator
     del trainer  # the model and its engine (DDP's, DeepSpeed's), released by `end_process`
-    end_process(accelerator)
+    end_process(accelerator, status)
+
+
+def interrupted_message(trainer, training_args) -> str:
+    step = trainer.state.global_step
+    checkpoint = Path(training_args.output_dir) / f"checkpoint-{step}"
+    saved = training_args.save_strategy != "no" and checkpoint_problem(checkpoint) is None
+    return stopped_message(
+        signal.Signals(trainer.interruption.received).name, step, checkpoint if saved else None
+    )
 
 
 if __name__ == "__main__":

@@ -25,6 +25,8 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import signal
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -38,10 +40,11 @@ from transformers.trainer_utils import rotate_checkpoints
 from hf_vanilla_transformer.cli import make_parser, parse_dataclasses, run_script
 from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.saving import check_model_for_task, check_tokenizer_location, save_model_folder
+from hf_vanilla_transformer.saving import check_model_for_task, check_tokenizer_location
 from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
 from hf_vanilla_transformer.training import (
     BatchingArguments,
+    Interruption,
     LossLog,
     ModelArguments,
     RecipeArguments,
@@ -50,8 +53,17 @@ from hf_vanilla_transformer.training import (
     leave_launched_process,
     model_config,
     paper_peak_learning_rate,
+    resolve_resume,
     token_budget_sampler,
 )
+from hf_vanilla_transformer.training.checkpoints import (
+    forget_complete_record,
+    remove_unfinished,
+    save_whole_folder,
+    step_of,
+    write_complete_record,
+)
+from hf_vanilla_transformer.training.faults import stopped_message
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +97,10 @@ class LoopArguments:
     use_cpu: bool = field(
         default=False, metadata={"help": "Train on the CPU (several processes: over gloo)."}
     )
-    resume_from_checkpoint: str | None = field(default=None, metadata={"help": "A state-<step> folder."})
+    resume_from_checkpoint: str | None = field(
+        default=None,
+        metadata={"help": "A state-<step> folder, or true (latest) for the newest whole one of output_dir."},
+    )
     overwrite: bool = field(default=False, metadata={"help": "Replace an earlier run in output_dir."})
 
     def __post_init__(self):
@@ -114,13 +129,35 @@ class Progress:
             setattr(self, name, value)
 
 
-def train_loop(model, tokenizer, train_dataset, args: LoopArguments, batching: BatchingArguments) -> Path:
+def save_whole_state(accelerator: Accelerator, folder: Path, step: int) -> None:
+    """`save_state`, then, once every process has written its part, the record that the state is whole
+    (resuming and averaging skip a folder without it); that of an earlier save into the folder goes first."""
+    if accelerator.is_main_process:
+        forget_complete_record(folder)
+    accelerator.wait_for_everyone()
+    accelerator.save_state(folder)
+    accelerator.wait_for_everyone()
+    if accelerator.is_main_process:
+        write_complete_record(folder, step)
+    accelerator.wait_for_everyone()
+
+
+def train_loop(
+    model,
+    tokenizer,
+    train_dataset,
+    args: LoopArguments,
+    batching: BatchingArguments,
+    interruption: Interruption | None = None,
+) -> Path:
     """Train `model` on a tokenized dataset (`input_ids`, `labels`) and save `<output_dir>/final`, which is
-    returned. `batching` says how `token_budget_sampler` cuts the batches.
+    returned. `batching` says how `token_budget_sampler` cuts the batches. A SIGINT or SIGTERM
+    (`interruption`) saves the state at the update reached and stops, with no final folder.
 
     Every process builds the same list of batches; Accelerate gives each process every n-th of them and
     averages the gradients, so all processes hold the same weights after every update. Only the main process
     writes the log and the final folder."""
+    interruption = interruption if interruption is not None else Interruption()
     accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.use_cpu)
     if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
         # This loop saves the model from the main process alone, which holds all of it only under DDP.
@@ -155,6 +192,9 @@ def train_loop(model, tokenizer, train_dataset, args: LoopArguments, batching: B
         accelerator.load_state(args.resume_from_checkpoint)
         accelerator.print(f"Resumed from {args.resume_from_checkpoint} at step {progress.step}.")
     loss_log = LossLog(output_dir) if accelerator.is_main_process else None
+    if loss_log is not None:
+        loss_log.resume(progress.step)  # each step once, whatever the stopped run wrote after its state
+    interruption.phase = Interruption.TRAINING
 
     model.train()
     running_loss, updates_since_log, batches = torch.zeros((), device=accelerator.device), 0, None
@@ -205,20 +245,35 @@ def train_loop(model, tokenizer, train_dataset, args: LoopArguments, batching: B
                 if loss_log is not None:
                     accelerator.print(loss_log.write(progress.step, logs))
                 running_loss, updates_since_log = torch.zeros_like(running_loss), 0
-            if progress.step % args.save_steps == 0 or progress.step == args.max_steps:
-                accelerator.save_state(output_dir / f"{STATE_PREFIX}{progress.step}")
+            # Ctrl-C or SIGTERM on any process: every process saves after this same update, and stops.
+            if interruption.received is not None:
+                accelerator.set_trigger()
+            stop = accelerator.check_trigger()
+            if stop or progress.step % args.save_steps == 0 or progress.step == args.max_steps:
+                save_whole_state(accelerator, output_dir / f"{STATE_PREFIX}{progress.step}", progress.step)
                 if accelerator.is_main_process:
                     rotate_checkpoints(
                         str(output_dir), args.save_total_limit, checkpoint_prefix=STATE_PREFIX[:-1]
                     )
+            if stop:
+                interruption.received = interruption.received or signal.SIGTERM
+                interruption.stopped = True
+                name, folder = signal.Signals(interruption.received).name, f"{STATE_PREFIX}{progress.step}"
+                if accelerator.is_main_process:
+                    print(stopped_message(name, progress.step, output_dir / folder), file=sys.stderr)
+                break
+        if interruption.stopped:
+            break
         if progress.step < args.max_steps:
             progress.epoch += 1
             progress.batches_in_epoch = 0
 
     accelerator.wait_for_everyone()
     final = output_dir / "final"
-    if accelerator.is_main_process:
-        save_model_folder(accelerator.unwrap_model(model), tokenizer, final)
+    interruption.phase = Interruption.AFTER
+    if accelerator.is_main_process and not interruption.stopped:
+        save_whole_folder(accelerator.unwrap_model(model), tokenizer, final)
+    if loss_log is not None:
         loss_log.plot()
     # The DDP wrapper and the loader are released while every process is still in the process group: a
     # process can hang destroying them after its peer has left.
@@ -238,7 +293,14 @@ def main() -> None:
         raise UsageError(
             "No tokenizer given: pass --tokenizer (a folder made by scripts/train_tokenizer.py)."
         )
+    interruption = Interruption()
+    interruption.install()
+    args.resume_from_checkpoint = resolve_resume(
+        args.resume_from_checkpoint, args.output_dir, STATE_PREFIX[:-1]
+    )
     RecipeArguments(overwrite=args.overwrite).check_output_dir(args)
+    if args.resume_from_checkpoint and PartialState().is_main_process:
+        remove_unfinished(args.output_dir, step_of(args.resume_from_checkpoint), STATE_PREFIX[:-1])
     check_tokenizer_location(data_args.tokenizer)
     if model_args.model:  # before the data is read: a model for the other task is refused at once
         check_model_for_task(model_args.model, data_args.task)
@@ -248,12 +310,15 @@ def main() -> None:
     set_seed(args.seed)  # the initial weights
     model = build_model(model_args, tokenizer)
     data_args.record_in(model.config)
-    final = train_loop(model, tokenizer, dataset, args, batching)
+    final = train_loop(model, tokenizer, dataset, args, batching, interruption)
     state = PartialState()
-    if state.is_main_process:
+    status = interruption.exit_status if interruption.stopped else 0
+    if state.is_main_process and not status:
         print(f"Saved the trained model to {final}")
     if state.num_processes > 1:
-        leave_launched_process()
+        leave_launched_process(status)
+    if status:
+        raise SystemExit(status)
 
 
 if __name__ == "__main__":

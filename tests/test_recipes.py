@@ -59,7 +59,7 @@ def test_command_line_overrides_a_yaml_recipe_and_keeps_the_rest(tmp_path):
 
 def test_without_a_recipe_the_command_line_alone_is_parsed():
     _, data_args, recipe_args, training_args = _parse("--task", "translation", "--max_steps", "7")
-    assert (data_args.task, training_args.max_steps, recipe_args.lr_scale) == ("translation", 7, 1.0)
+    assert (data_args.task, training_args.max_steps, recipe_args.lr_scale) == ("translation", 7, None)
 
 
 def test_json_recipe_still_loads(tmp_path):
@@ -208,7 +208,7 @@ def test_tutorial_recipe_is_the_tutorials_setup():
     assert config["position_embedding_type"] == "learned" and config["label_smoothing"] == 0.0
     assert config["share_encoder_decoder_embeddings"] is False and config["tie_word_embeddings"] is False
     assert config["output_bias"] is True
-    assert recipe_args.paper_learning_rate is False and training_args.learning_rate == 5e-4
+    assert training_args.learning_rate == 5e-4 and training_args.unset_schedule == ()
     assert (training_args.lr_scheduler_type, training_args.max_grad_norm) == ("constant", 1.0)
     assert (training_args.adam_beta2, training_args.adam_epsilon) == (0.999, 1e-8)
     assert training_args.per_device_train_batch_size == 128 and recipe_args.max_tokens is None

@@ -129,6 +129,46 @@ def test_trainer_resumed_on_two_processes_ends_as_the_uninterrupted_run(
     _assert_same_weights(stopped, run)
 
 
+def _epochs(translation_data, out, *options) -> list[str]:
+    """`_training` with dropout and batches of 800 tokens: 9 updates an epoch, so the 20 updates cross two
+    epoch boundaries; every update logged, a checkpoint every 5."""
+    return _training(translation_data, out, "--config_overrides", '{"dropout": 0.1}', "--max_tokens", "800",
+                     "--logging_steps", "1", "--save_steps", "5", *options)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def two_processes_with_dropout(translation_data, tmp_path_factory):
+    out = tmp_path_factory.mktemp("ddp-dropout") / "run"
+    accelerate_launch("multi_gpu", *_epochs(translation_data, out))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("checkpoint", "epoch"), [(10, 1 + 1 / 9), (15, 1 + 6 / 9)], ids=["start-of-epoch-2", "mid-epoch-2"]
+)
+def test_trainer_resumed_past_the_first_epoch_on_two_processes_ends_as_the_uninterrupted_run(
+    two_processes_with_dropout, translation_data, tmp_path, checkpoint, epoch
+):
+    """Resumed on two processes one update into the second epoch, or in its middle, with dropout: each process
+    takes the rest of the second epoch's batches in that epoch's order (not the first epoch's) and draws the
+    masks it drew, so every update after the checkpoint and the final weights are the uninterrupted run's."""
+    run = two_processes_with_dropout
+    reference = {r["step"]: r for r in _losses(run)}
+    assert reference[checkpoint]["epoch"] == pytest.approx(epoch) and reference[20]["epoch"] > 2
+    stopped = tmp_path / "run"
+    stopped.mkdir()
+    shutil.copytree(run / f"checkpoint-{checkpoint}", stopped / f"checkpoint-{checkpoint}")
+    accelerate_launch("multi_gpu", *_epochs(translation_data, stopped, "--resume_from_checkpoint",
+                                            stopped / f"checkpoint-{checkpoint}"))  # fmt: skip
+    # The last record of each step, whether or not resuming cuts the log back to the checkpoint.
+    resumed = {r["step"]: r for r in _losses(stopped) if r["step"] > checkpoint}
+    assert sorted(resumed) == list(range(checkpoint + 1, 21))
+    for step, record in resumed.items():
+        assert record["loss"] == pytest.approx(reference[step]["loss"], rel=1e-5), step
+        assert record["epoch"] == pytest.approx(reference[step]["epoch"]), step
+    _assert_same_weights(stopped, run)
+
+
 def test_trainer_on_two_machines_of_one_process_each_agrees(two_processes, translation_data, tmp_path):
     """multi_node.yaml's settings on one host: two launchers, machine ranks 0 and 1, one process each, meeting
     on the loopback address through the static rendezvous. They train as the two processes of one machine

@@ -15,6 +15,7 @@ from hf_vanilla_transformer.training import (
     LOSS_PLOT_NAME,
     LossLog,
     LossPlotCallback,
+    PaperSeq2SeqTrainingArguments,
     RecipeArguments,
     TimeBudget,
     TimeBudgetCallback,
@@ -22,13 +23,13 @@ from hf_vanilla_transformer.training import (
     TokenBudgetBatchSampler,
     TokenBudgetSeq2SeqTrainer,
     average_checkpoints,
+    choose_schedule,
     clock_linear_schedule,
     example_sizes,
     last_checkpoints,
     missing_beyond_tied_copies,
     paper_learning_rate,
     paper_peak_learning_rate,
-    set_paper_learning_rate,
     token_budget_sampler,
 )
 
@@ -365,13 +366,34 @@ def test_clock_decay_needs_a_linear_schedule_and_a_time_budget():
     RecipeArguments(max_train_minutes=10).check(args)  # a clock without the decay: any schedule
 
 
-def test_paper_learning_rate_scales_eq_3_unless_turned_off():
-    args = Seq2SeqTrainingArguments(output_dir="unused", warmup_steps=400, learning_rate=5e-4, report_to=[])
-    assert set_paper_learning_rate(RecipeArguments(lr_scale=0.8), args, 192) == pytest.approx(
-        0.8 * 192**-0.5 * 400**-0.5
+def test_unset_schedule_is_eq_3_for_a_new_model_and_fine_tuning_for_a_trained_one():
+    args = PaperSeq2SeqTrainingArguments(output_dir="unused", report_to=[])
+    line = choose_schedule(RecipeArguments(lr_scale=0.8), args, 192, from_trained=False)
+    assert args.learning_rate == pytest.approx(0.8 * 192**-0.5 * 4000**-0.5)
+    assert (args.lr_scheduler_type, args.warmup_steps) == ("inverse_sqrt", 4000)
+    assert line.startswith("Training a new model: learning rate 0.000913 (eq. 3's peak x 0.8), inverse_sqrt")
+    args = PaperSeq2SeqTrainingArguments(output_dir="unused", report_to=[])
+    line = choose_schedule(RecipeArguments(), args, 192, from_trained=True)
+    assert (args.learning_rate, args.lr_scheduler_type, args.warmup_steps) == (5e-5, "linear", 0)
+    assert line.startswith("Fine-tuning: learning rate 5e-05 (fine-tuning), linear after 0 warmup steps;")
+    # A trained model with --lr_scale given (a recipe's eq. 3) trains by eq. 3.
+    args = PaperSeq2SeqTrainingArguments(output_dir="unused", report_to=[])
+    line = choose_schedule(RecipeArguments(lr_scale=0.5), args, 192, from_trained=True)
+    assert args.learning_rate == pytest.approx(0.5 * 192**-0.5 * 4000**-0.5)
+    assert line.startswith(
+        "Training a trained model: learning rate 0.000571 (eq. 3's peak x 0.5), inverse_sqrt"
     )
-    args.learning_rate = 5e-4
-    assert set_paper_learning_rate(RecipeArguments(paper_learning_rate=False), args, 192) == 5e-4
+
+
+@pytest.mark.parametrize("from_trained", [False, True])
+def test_a_schedule_option_given_is_never_replaced(from_trained):
+    args = PaperSeq2SeqTrainingArguments(
+        output_dir="unused", learning_rate=5e-5, warmup_steps=400, report_to=[]
+    )
+    line = choose_schedule(RecipeArguments(), args, 192, from_trained=from_trained)
+    assert (args.learning_rate, args.warmup_steps) == (5e-5, 400)
+    assert args.lr_scheduler_type == ("linear" if from_trained else "inverse_sqrt")
+    assert "(given: learning_rate, warmup_steps)" in line
 
 
 def test_checkpoint_averaging_writes_mean_weights(tmp_path, word_tokenizer):
@@ -419,7 +441,7 @@ def test_training_refuses_an_earlier_runs_output_dir_unless_asked(tmp_path):
     with pytest.raises(
         FileExistsError,
         match=rf"{run} holds an earlier training run \(checkpoint-200, {LOSS_LOG_NAME}\): pass --overwrite "
-        rf"to replace it, --resume_from_checkpoint {run}/<checkpoint> to continue it, or another "
+        r"to replace it, --resume_from_checkpoint true to continue it, or another "
         r"--output_dir",
     ):
         RecipeArguments().check_output_dir(args)

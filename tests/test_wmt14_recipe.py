@@ -43,13 +43,9 @@ def test_wmt14_recipes_are_the_papers(size):
     assert (args.max_steps, args.save_steps, args.save_total_limit) == (steps, save_steps, kept)
     assert args.max_steps % args.save_steps == 0  # the last checkpoint is the last step
     # Eq. 3 with 4,000 warmup steps, Adam (0.9, 0.98, 1e-9), no clipping: the defaults, untouched.
-    assert (args.lr_scheduler_type, args.warmup_steps, recipe_args.paper_learning_rate) == (
-        "inverse_sqrt",
-        4000,
-        True,
-    )
+    assert (args.lr_scheduler_type, args.warmup_steps, args.learning_rate) == ("inverse_sqrt", 4000, None)
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon, args.max_grad_norm) == (0.9, 0.98, 1e-9, 0)
-    assert recipe_args.lr_scale == 1.0 and recipe_args.max_train_minutes is None and args.bf16
+    assert recipe_args.lr_scale is None and recipe_args.max_train_minutes is None and args.bf16
     # About 25,000 tokens a side per step on 8 GPUs: the budget counts the longer side with padding.
     assert 25_000 <= 8 * recipe_args.max_tokens * args.gradient_accumulation_steps <= 30_000
     config = VanillaTransformerConfig.from_preset(preset, vocab_size=37_000)

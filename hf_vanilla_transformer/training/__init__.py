@@ -24,10 +24,10 @@ from .arguments import (
     RecipeArguments,
     build_model,
     check_lengths_fit,
+    choose_schedule,
     load_config_overrides,
     model_config,
     prepare_training,
-    set_paper_learning_rate,
 )
 from .averaging import average_checkpoints, last_checkpoints
 from .batching import (
@@ -38,6 +38,8 @@ from .batching import (
     token_budget_sampler,
 )
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
+from .checkpoints import COMPLETE_NAME, checkpoint_problem, complete_checkpoints, resolve_resume
+from .faults import DiskFullError, Interruption, Watchdog
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
 from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
 from .trainer import (
@@ -54,6 +56,13 @@ from .trainer import (
 
 __all__ = [
     "BATCH_ORDERS",
+    "COMPLETE_NAME",
+    "DiskFullError",
+    "Interruption",
+    "Watchdog",
+    "checkpoint_problem",
+    "complete_checkpoints",
+    "resolve_resume",
     "BatchingArguments",
     "FullWeightsCallback",
     "LOSS_LOG_NAME",
@@ -88,7 +97,7 @@ __all__ = [
     "plot_loss_curves",
     "prepare_training",
     "run_training",
-    "set_paper_learning_rate",
+    "choose_schedule",
     "missing_beyond_tied_copies",
     "without_tied_copies",
 ]

@@ -23,6 +23,8 @@ from ..saving import check_model_for_task, check_model_location, check_tokenizer
 from ..tasks import DataArguments, prepare_dataset
 from .batching import BatchingArguments
 from .budget import TimeBudget
+from .checkpoints import UNFINISHED_SUFFIX, remove_unfinished, resolve_resume, step_of
+from .faults import Watchdog
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME
 from .schedules import paper_peak_learning_rate
 
@@ -56,7 +58,7 @@ class ModelArguments:
 
 # What a training run writes into its output_dir (the Trainer's checkpoints, the plain loop's states): an
 # earlier run's files are not trained over unasked (`RecipeArguments.check_output_dir`).
-RUN_FILES = ("checkpoint-*", "state-*", "final", LOSS_LOG_NAME, LOSS_PLOT_NAME)
+RUN_FILES = ("checkpoint-*", "state-*", "final", f"final{UNFINISHED_SUFFIX}", LOSS_LOG_NAME, LOSS_PLOT_NAME)
 
 
 @dataclass
@@ -64,14 +66,14 @@ class RecipeArguments(BatchingArguments):
     """How batches are made (`BatchingArguments`), how the learning rate is set and how long training may
     take (the rest of the recipe is in `PaperSeq2SeqTrainingArguments`)."""
 
-    paper_learning_rate: bool = field(
-        default=True,
+    lr_scale: float | None = field(
+        default=None,
         metadata={
-            "help": "Set the peak learning rate by eq. 3 (lr_scale * d_model^-0.5 * warmup^-0.5), "
-            "ignoring --learning_rate."
+            "help": "Multiplier of eq. 3's peak learning rate, used when --learning_rate is not set; given, "
+            "eq. 3 sets the rate from a trained --model too. Unset: 1, or a fine-tuning rate from a trained "
+            "--model."
         },
     )
-    lr_scale: float = field(default=1.0, metadata={"help": "Multiplier of the eq. 3 learning rate."})
     max_train_minutes: float | None = field(
         default=None, metadata={"help": "Stop training (and save) after this many minutes of wall time."}
     )
@@ -87,6 +89,14 @@ class RecipeArguments(BatchingArguments):
         metadata={
             "help": "With decay_by_clock: warmup ends after warmup_steps or after this share of the time "
             "budget, whichever comes first (a slow machine may not reach warmup_steps in a short budget)."
+        },
+    )
+
+    stall_timeout: float = field(
+        default=120.0,
+        metadata={
+            "help": "Seconds a process of a multi-process run may go without answering (stopped, frozen, its "
+            "machine lost) before the run ends, naming it; 0 waits for --ddp_timeout instead."
         },
     )
 
@@ -121,7 +131,7 @@ class RecipeArguments(BatchingArguments):
             shown = ", ".join(earlier[:4]) + (", ..." if len(earlier) > 4 else "")
             raise ExistingPathError(
                 f"{folder} holds an earlier training run ({shown}): pass --overwrite to replace it, "
-                f"--resume_from_checkpoint {folder}/<checkpoint> to continue it, or another --output_dir."
+                "--resume_from_checkpoint true to continue it, or another --output_dir."
             )
         for name in earlier:
             path = folder / name
@@ -133,6 +143,11 @@ class RecipeArguments(BatchingArguments):
 
     def check(self, training_args: Seq2SeqTrainingArguments) -> None:
         """Refuse a combination that cannot be trained, naming the options to change."""
+        if 0 < self.stall_timeout < Watchdog.MIN_STALL_TIMEOUT:
+            raise UsageError(
+                f"--stall_timeout {self.stall_timeout:g} would name live processes as frozen: give at least "
+                f"{Watchdog.MIN_STALL_TIMEOUT:g} (seconds), or 0 to turn the watch off."
+            )
         if self.max_warmup_fraction is not None:
             if not self.decay_by_clock:
                 raise UsageError(
@@ -154,6 +169,13 @@ class RecipeArguments(BatchingArguments):
 
     def time_budget(self) -> TimeBudget | None:
         return TimeBudget(self.max_train_minutes) if self.max_train_minutes is not None else None
+
+
+# The schedule a run takes for the options it does not set: the paper's (§5.3) for a new model, whose
+# learning rate eq. 3 sets from d_model and the warmup; transformers' defaults, as its translation example
+# fine-tunes, for a trained --model, which eq. 3's rate and a long warmup would train away from.
+PAPER = {"learning_rate": None, "lr_scheduler_type": "inverse_sqrt", "warmup_steps": 4000}
+FINE_TUNING = {"learning_rate": 5e-5, "lr_scheduler_type": "linear", "warmup_steps": 0}
 
 
 @dataclass
@@ -178,13 +200,29 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     max_grad_norm: float = field(
         default=0.0, metadata={"help": "Clip gradients to this global norm; 0 does not clip (the paper's)."}
     )
-    lr_scheduler_type: SchedulerType | str = field(
-        default="inverse_sqrt",
-        metadata={"help": "Learning-rate schedule after warmup; inverse_sqrt with the eq. 3 peak is eq. 3."},
+    learning_rate: float | None = field(
+        default=None,
+        metadata={
+            "help": "Peak learning rate. Unset: eq. 3's peak times --lr_scale (lr_scale * d_model^-0.5 * "
+            f"warmup^-0.5) for a new model, {FINE_TUNING['learning_rate']:g} to fine-tune a trained --model "
+            "(eq. 3's if --lr_scale is given)."
+        },
     )
-    warmup_steps: float = field(
-        default=4000,
-        metadata={"help": "Linear warmup steps (§5.3: 4000); below 1, a fraction of the training steps."},
+    lr_scheduler_type: SchedulerType | str | None = field(
+        default=None,
+        metadata={
+            "help": "Learning-rate schedule after warmup. Unset: "
+            f"{PAPER['lr_scheduler_type']} for a new model (with eq. 3's peak it is eq. 3), "
+            f"{FINE_TUNING['lr_scheduler_type']} to fine-tune a trained --model."
+        },
+    )
+    warmup_steps: float | None = field(
+        default=None,
+        metadata={
+            "help": "Linear warmup steps; below 1, a fraction of the training steps. Unset: "
+            f"{PAPER['warmup_steps']} (§5.3) for a new model, {FINE_TUNING['warmup_steps']} to fine-tune a "
+            "trained --model."
+        },
     )
     predict_with_generate: bool = field(
         default=True, metadata={"help": "Generate during evaluation so the task metric can be computed."}
@@ -199,12 +237,24 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     )
     resume_from_checkpoint: str | None = field(
         default=None,
-        metadata={"help": "Continue a run from one of its checkpoint-<step> folders."},
+        metadata={
+            "help": "Continue a run: true (or latest) takes the newest whole checkpoint of --output_dir; or "
+            "a run folder (its newest whole checkpoint), or one checkpoint-<step> folder."
+        },
     )
     dataloader_pin_memory: bool = field(
         default=torch.cuda.is_available(),
         metadata={"help": "Pin batches in page-locked memory for faster copies to a GPU (on with CUDA)."},
     )
+
+    def __post_init__(self):
+        # The schedule options left unset are chosen by what training starts from (`choose_schedule`); the
+        # Trainer's own checks see the paper's values meanwhile.
+        self.unset_schedule = tuple(name for name in PAPER if getattr(self, name) is None)
+        for name in self.unset_schedule:
+            if name != "learning_rate":
+                setattr(self, name, PAPER[name])
+        super().__post_init__()
 
 
 TRAINING_ARGUMENTS = (ModelArguments, DataArguments, RecipeArguments, PaperSeq2SeqTrainingArguments)
@@ -257,16 +307,59 @@ def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForC
     )
 
 
-def set_paper_learning_rate(
-    recipe_args: RecipeArguments, training_args: Seq2SeqTrainingArguments, d_model: int
-) -> float:
-    """Set `training_args.learning_rate` to `lr_scale` times eq. 3's peak (unless `paper_learning_rate` is
-    off) and return the learning rate training will peak at."""
-    if recipe_args.paper_learning_rate:
-        training_args.learning_rate = recipe_args.lr_scale * paper_peak_learning_rate(
-            d_model, max(1, int(training_args.warmup_steps))
+def choose_schedule(
+    recipe_args: RecipeArguments,
+    training_args: PaperSeq2SeqTrainingArguments,
+    d_model: int,
+    from_trained: bool,
+) -> str:
+    """Fill the schedule options the run left unset (`unset_schedule`): the paper's, with eq. 3's peak times
+    `lr_scale`, for a new model or when `lr_scale` is given; a fine-tuning one for a trained model otherwise.
+    An option given is never replaced. Returns the line that says what the run trains with."""
+    unset = getattr(training_args, "unset_schedule", ())
+    fine_tuning = from_trained and recipe_args.lr_scale is None
+    chosen = FINE_TUNING if fine_tuning else PAPER
+    for name in unset:
+        if name != "learning_rate":
+            setattr(
+                training_args,
+                name,
+                SchedulerType(chosen[name]) if name == "lr_scheduler_type" else chosen[name],
+            )
+    scale = 1.0 if recipe_args.lr_scale is None else recipe_args.lr_scale
+    if training_args.learning_rate is None:
+        warmup = (
+            training_args.warmup_steps
+        )  # a fraction below 1: of the training steps, as the Trainer reads it
+        steps = (
+            int(warmup) if warmup >= 1 else training_args.get_warmup_steps(max(training_args.max_steps, 0))
         )
-    return training_args.learning_rate
+        training_args.learning_rate = (
+            FINE_TUNING["learning_rate"]
+            if fine_tuning
+            else scale * paper_peak_learning_rate(d_model, max(1, steps))
+        )
+    rate = f"learning rate {training_args.learning_rate:.3g}"
+    if "learning_rate" in unset:
+        rate += " (fine-tuning)" if fine_tuning else f" (eq. 3's peak x {scale:g})"
+    start = (
+        "Fine-tuning"
+        if fine_tuning
+        else "Training a trained model"
+        if from_trained
+        else "Training a new model"
+    )
+    given = [name for name in PAPER if name not in unset]
+    return (
+        f"{start}: {rate}, {SchedulerType(training_args.lr_scheduler_type).value} after "
+        f"{training_args.warmup_steps:g} warmup steps"
+        + (f" (given: {', '.join(given)})" if given else "")
+        + (
+            "; --learning_rate, --lr_scheduler_type and --warmup_steps choose others."
+            if len(given) < 3
+            else "."
+        )
+    )
 
 
 def check_lengths_fit(data_args: DataArguments, config: VanillaTransformerConfig) -> None:
@@ -305,12 +398,17 @@ def prepare_training(
 ):
     """What training starts from: the tokenizer, the tokenized splits, and the model, built after
     seeding with `training_args.seed` so that a recipe's seed fixes the initial weights too; sets the
-    learning rate by eq. 3 (`set_paper_learning_rate`)."""
+    schedule options left unset (`choose_schedule`)."""
     from transformers import AutoTokenizer
 
     check_processes_train_together(training_args)
+    training_args.resume_from_checkpoint = resolve_resume(
+        training_args.resume_from_checkpoint, training_args.output_dir
+    )
     recipe_args.check(training_args)
     recipe_args.check_output_dir(training_args)
+    if training_args.resume_from_checkpoint and training_args.process_index == 0:
+        remove_unfinished(training_args.output_dir, step_of(training_args.resume_from_checkpoint))
     if not data_args.tokenizer:
         raise UsageError(
             "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "
@@ -321,7 +419,11 @@ def prepare_training(
         check_model_for_task(model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
     # Before the data is read and tokenized (minutes for a large corpus), from the configuration alone.
-    check_lengths_fit(data_args, model_config(model_args, tokenizer))
+    config = model_config(model_args, tokenizer)
+    check_lengths_fit(data_args, config)
+    logger.info(
+        choose_schedule(recipe_args, training_args, config.d_model, from_trained=bool(model_args.model))
+    )
     # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
     # corpus of millions of pairs is tokenized once, not once per GPU).
     with training_args.main_process_first(desc="tokenizing the data"):
@@ -329,7 +431,6 @@ def prepare_training(
     set_seed(training_args.seed)
     model = build_model(model_args, tokenizer)
     data_args.record_in(model.config)
-    set_paper_learning_rate(recipe_args, training_args, model.config.d_model)
     logger.info(
         "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
         model_args.model or model_args.preset,

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import re
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -13,20 +12,19 @@ import torch
 from safetensors.torch import load_file
 
 from ..errors import MissingPathError, UsageError
+from .checkpoints import complete_checkpoints
 
 logger = logging.getLogger(__name__)
 
 
 def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
-    """The `n` most recent `checkpoint-<step>` folders of a Trainer run, oldest first."""
+    """The `n` most recent whole `checkpoint-<step>` folders of a Trainer run, oldest first; one whose save
+    did not finish is skipped, and named (`checkpoints.complete_checkpoints`)."""
     run_dir = Path(run_dir)
-    found = sorted(
-        (p for p in run_dir.glob("checkpoint-*") if re.fullmatch(r"checkpoint-\d+", p.name) and p.is_dir()),
-        key=lambda p: int(p.name.split("-")[1]),
-    )
+    found = complete_checkpoints(run_dir, unrecorded=True)
     if len(found) < n:
         raise UsageError(
-            f"Asked to average {n} checkpoints but {run_dir} has {len(found)}: "
+            f"Asked to average {n} checkpoints but {run_dir} has {len(found)} whole ones: "
             f"{[p.name for p in found] or 'none'}. Train with a larger `save_total_limit` or average fewer."
         )
     return found[-n:]
@@ -37,7 +35,7 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
     and write a normal `save_pretrained` folder (config, generation config and tokenizer of the last one)."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
-    from ..saving import save_model_folder
+    from ..saving import check_files_parse, save_model_folder
 
     if not checkpoints:
         raise UsageError("No checkpoints to average.")
@@ -54,6 +52,7 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
         for name, tensor in state.items():
             total[name] = total.get(name, 0) + tensor.double()
     last = Path(checkpoints[-1])
+    check_files_parse(last)  # a file cut short is named: from_pretrained would drop or misreport it
     model = AutoModelForSeq2SeqLM.from_pretrained(last)
     averaged = {
         name: (tensor / len(checkpoints)).to(model.state_dict()[name].dtype) for name, tensor in total.items()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -29,13 +30,37 @@ class LossLog:
         self.eval: list[tuple[int, float]] = []
         self.plot_missing = False
 
+    def resume(self, step: int) -> None:
+        """Continue the log of a run resumed at `step`: the records of later steps (written after the
+        checkpoint, by the run that was stopped) are cut away, so that each step is logged once, and the
+        curves are drawn from the whole run. A line cut short by a kill goes too; the file is rewritten."""
+        path = self.folder / LOSS_LOG_NAME
+        if not path.is_file():
+            return
+        kept = []
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and record.get("step", step + 1) <= step:
+                kept.append(record)
+        temporary = path.with_name(path.name + ".tmp")
+        temporary.write_text("".join(json.dumps(record) + "\n" for record in kept), encoding="utf-8")
+        os.replace(temporary, path)
+        for record in kept:
+            self._remember(record)
+
+    def _remember(self, record: dict) -> None:
+        if "loss" in record:
+            self.train.append((record["step"], float(record["loss"])))
+        if "eval_loss" in record:
+            self.eval.append((record["step"], float(record["eval_loss"])))
+
     def write(self, step: int, logs: dict) -> dict:
         """Append the numbers of `logs` (strings and other values are left out) as the record of `step`."""
         record = {"step": step, **{k: v for k, v in logs.items() if isinstance(v, int | float)}}
-        if "loss" in record:
-            self.train.append((step, float(record["loss"])))
-        if "eval_loss" in record:
-            self.eval.append((step, float(record["eval_loss"])))
+        self._remember(record)
         self.folder.mkdir(parents=True, exist_ok=True)
         with open(self.folder / LOSS_LOG_NAME, "a", encoding="utf-8") as log_file:
             log_file.write(json.dumps(record) + "\n")
@@ -59,6 +84,12 @@ class LossPlotCallback(TrainerCallback):
 
     def __init__(self):
         self.log: LossLog | None = None
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        # The state is the checkpoint's when resuming: the log goes back to its step.
+        if state.is_world_process_zero:
+            self.log = LossLog(args.output_dir)
+            self.log.resume(state.global_step)
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or not logs:

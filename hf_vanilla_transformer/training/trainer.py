@@ -6,7 +6,9 @@ which give a run sharded by FSDP or DeepSpeed full weights in its checkpoints an
 from __future__ import annotations
 
 import atexit
+import contextlib
 import copy
+import json
 import logging
 import os
 import sys
@@ -15,8 +17,11 @@ from pathlib import Path
 import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
+from safetensors.torch import load_file
 from transformers import PreTrainedModel, ProgressCallback, Seq2SeqTrainer, TrainerCallback
-from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+from transformers.trainer import TRAINER_STATE_NAME
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
+from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..data.preprocessing import build_seq2seq_collator
 from ..tasks import DataArguments, make_compute_metrics
@@ -27,8 +32,16 @@ from .arguments import (
     RecipeArguments,
     prepare_training,
 )
-from .batching import token_budget_sampler
+from .batching import TokenBudgetBatchSampler, token_budget_sampler
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
+from .checkpoints import (
+    checkpoint_problem,
+    forget_complete_record,
+    save_whole_folder,
+    taken_unchecked,
+    write_complete_record,
+)
+from .faults import FaultsCallback, Interruption, Watchdog, disk_full_error, is_disk_full
 from .logs import LossPlotCallback
 from .schedules import clock_linear_schedule
 
@@ -40,6 +53,9 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     `batch_order` and `batch_size_multiple`) instead of a fixed `per_device_train_batch_size`, and given
     `clock_decay`, decays the learning rate over that time budget (`clock_linear_schedule`, its warmup ending
     by `max_warmup_fraction` of the budget at the latest). Everything else is the stock Trainer."""
+
+    _token_budget_sampler: TokenBudgetBatchSampler | None = None
+    interruption: Interruption | None = None  # set by `run_training`: the signal that stopped the run, if any
 
     def __init__(
         self,
@@ -78,6 +94,32 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         missing = missing_beyond_tied_copies(model, load_result.missing_keys)
         super()._issue_warnings_after_load(load_result._replace(missing_keys=missing))
 
+    def _load_best_model(self) -> None:
+        best = Path(self.state.best_model_checkpoint)
+        problem = checkpoint_problem(best)
+        if problem is not None and not taken_unchecked(best, PREFIX_CHECKPOINT_DIR):
+            logger.warning(
+                "Keeping the last weights, not the best checkpoint %s: %s.",
+                self.state.best_model_checkpoint,
+                problem,
+            )
+            return
+        super()._load_best_model()
+
+    def _save_checkpoint(self, model, trial) -> None:
+        # A record of an earlier save at this step goes first (a save cut short keeps its files' sizes),
+        # before any process writes. The Trainer rotates old checkpoints at the end of its save, before the
+        # new one is marked whole: `CompleteRecordCallback` rotates instead, after the record.
+        folder = Path(self._get_output_dir(trial)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+        if self.args.should_save:
+            forget_complete_record(folder)
+        self.accelerator.wait_for_everyone()
+        limit, self.args.save_total_limit = self.args.save_total_limit, None
+        try:
+            super()._save_checkpoint(model, trial)
+        finally:
+            self.args.save_total_limit = limit
+
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         # Under FSDP and DeepSpeed the Trainer saves weights gathered from the shards, one tensor per name:
         # the tied copies no longer share storage, so `save_pretrained` would write each of them.
@@ -89,7 +131,7 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         if self.max_tokens is None:
             return super()._get_train_sampler(train_dataset)
         dataset = train_dataset if train_dataset is not None else self.train_dataset
-        return token_budget_sampler(
+        self._token_budget_sampler = token_budget_sampler(
             dataset,
             self.max_tokens,
             self.batch_order,
@@ -98,6 +140,15 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
             num_replicas=self.args.world_size,
             rank=self.args.process_index,
         )
+        return self._token_budget_sampler
+
+    def _run_epoch(self, model, epoch, *args, **kwargs):
+        # Resumed inside an epoch on several processes, the Trainer's `set_epoch` stops at accelerate's
+        # `BatchSamplerShard` (under `skip_first_batches`' `SkipBatchSampler`), which has no `set_epoch`: the
+        # rest of that epoch would come in the first epoch's order. The sampler is told directly.
+        if self._token_budget_sampler is not None:
+            self._token_budget_sampler.set_epoch(epoch)
+        return super()._run_epoch(model, epoch, *args, **kwargs)
 
 
 def missing_beyond_tied_copies(model: torch.nn.Module, missing: list[str]) -> list[str]:
@@ -133,15 +184,19 @@ def gathered_model(accelerator: Accelerator, model: torch.nn.Module) -> PreTrain
     state_dict = accelerator.get_state_dict(model)
     if not accelerator.is_main_process:
         return None
+    return plain_copy(unwrapped, state_dict)
+
+
+def plain_copy(model: PreTrainedModel, state_dict: dict) -> PreTrainedModel:
+    """A plain copy of `model` (built as a fresh model is, whatever engine holds `model`) holding the weights
+    of `state_dict`, tied, with `model`'s generation config."""
     with torch.random.fork_rng(devices=[]):  # its random start, overwritten, draws nothing from training's
-        plain = _model_class(unwrapped)(unwrapped.config)
+        plain = _model_class(model)(model.config)
     missing, unexpected = plain.load_state_dict(without_tied_copies(state_dict, plain), strict=False)
     if unexpected or set(missing) - set(plain.all_tied_weights_keys):
-        raise RuntimeError(
-            f"Gathered weights do not fit the model: missing {missing}, unexpected {unexpected}"
-        )
+        raise RuntimeError(f"Weights do not fit the model: missing {missing}, unexpected {unexpected}")
     plain.tie_weights()
-    plain.generation_config = copy.deepcopy(unwrapped.generation_config)
+    plain.generation_config = copy.deepcopy(model.generation_config)
     return plain
 
 
@@ -181,6 +236,29 @@ class FullWeightsCallback(TrainerCallback):
             save_model_folder(model, self.trainer.processing_class, checkpoint)
 
 
+class CompleteRecordCallback(TrainerCallback):
+    """Marks each checkpoint whole once every process has written its part and the other callbacks have
+    added theirs (`checkpoints.write_complete_record`), then deletes the checkpoints beyond
+    `save_total_limit`, as the Trainer would have done before: so `save_total_limit` whole checkpoints are
+    kept at every instant. It must be the last callback to see `on_save`."""
+
+    def __init__(self, accelerator: Accelerator):
+        self.accelerator = accelerator
+
+    def on_save(self, args, state, control, **kwargs):
+        self.accelerator.wait_for_everyone()
+        folder = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
+        if args.should_save and folder.is_dir():
+            write_complete_record(folder, state.global_step)
+            rotate_checkpoints(
+                output_dir=args.output_dir,
+                save_total_limit=args.save_total_limit,
+                best_model_checkpoint=state.best_model_checkpoint,
+                use_mtime=True,
+            )
+        self.accelerator.wait_for_everyone()
+
+
 def build_trainer(
     model_args: ModelArguments,
     data_args: DataArguments,
@@ -217,6 +295,7 @@ def build_trainer(
         max_warmup_fraction=recipe_args.max_warmup_fraction,
     )
     trainer.add_callback(FullWeightsCallback(trainer))
+    trainer.add_callback(CompleteRecordCallback(trainer.accelerator))
     if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:
         trainer.remove_callback(ProgressCallback)
         trainer.add_callback(
@@ -230,34 +309,96 @@ def run_training(
     data_args: DataArguments,
     recipe_args: RecipeArguments,
     training_args: PaperSeq2SeqTrainingArguments,
-) -> tuple[TokenBudgetSeq2SeqTrainer, Path]:
+) -> tuple[TokenBudgetSeq2SeqTrainer, Path | None]:
     """Train with `Seq2SeqTrainer` as configured (`build_trainer`), keep the best checkpoint by the task
     metric, and save the final model folder (weights, config, code, tokenizer, pipeline) to
-    `<output_dir>/final`."""
-    from ..saving import save_model_folder
+    `<output_dir>/final`, whole or absent. A SIGINT or SIGTERM during training saves a checkpoint at the step
+    reached and stops without a final folder: the final path returned is then None, and
+    `trainer.interruption` says which signal came. One after training lets the final folder be finished."""
+    interruption = Interruption()
+    interruption.install()
+    watchdog = Watchdog(recipe_args.stall_timeout)
+    watchdog.start()
+    try:
+        trainer = build_trainer(model_args, data_args, recipe_args, training_args)
+        trainer.interruption = interruption
+        trainer.add_callback(FaultsCallback(interruption, watchdog, trainer.accelerator))
+        output_dir = Path(training_args.output_dir)
+        final = output_dir / "final"
+        checkpoint = training_args.resume_from_checkpoint
+        with naming_a_full_disk(output_dir):
+            if checkpoint and run_is_over(checkpoint, training_args, recipe_args):
+                # The Trainer would train a step more; the run only lacks its final folder.
+                folder = best_or_last(checkpoint, training_args)
+                logger.info("%s ends the run: %s becomes its final folder.", checkpoint, folder)
+                if trainer.accelerator.is_main_process:
+                    weights = load_file(Path(folder) / SAFE_WEIGHTS_NAME)
+                    save_whole_folder(plain_copy(trainer.model, weights), trainer.processing_class, final)
+                trainer.accelerator.wait_for_everyone()
+                return trainer, final
+            trainer.train(resume_from_checkpoint=checkpoint)
+            if interruption.stopped:
+                return trainer, None
+            model = gathered_model(trainer.accelerator, trainer.model_wrapped)
+            if model is not None:
+                save_whole_folder(model, trainer.processing_class, final)
+        return trainer, final
+    finally:
+        watchdog.stop()
+        interruption.restore()
 
-    trainer = build_trainer(model_args, data_args, recipe_args, training_args)
-    trainer.train(resume_from_checkpoint=training_args.resume_from_checkpoint)
-    final = Path(training_args.output_dir) / "final"
-    model = gathered_model(trainer.accelerator, trainer.model_wrapped)
-    if model is not None:
-        save_model_folder(model, trainer.processing_class, final)
-    return trainer, final
+
+def run_is_over(checkpoint: str, training_args, recipe_args: RecipeArguments) -> bool:
+    """Whether `checkpoint` is the end of its run: at `max_steps`, or with its time budget spent (a run killed
+    while it wrote its final folder)."""
+    step = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text(encoding="utf-8"))["global_step"]
+    if 0 < training_args.max_steps <= step:
+        return True
+    spent = Path(checkpoint) / TimeBudget.STATE_FILE
+    if recipe_args.max_train_minutes is None or not spent.is_file():
+        return False
+    elapsed = json.loads(spent.read_text(encoding="utf-8"))["elapsed_seconds"]
+    return elapsed >= recipe_args.max_train_minutes * 60
 
 
-def end_process(accelerator: Accelerator) -> None:
+def best_or_last(checkpoint: str, training_args) -> str:
+    """The checkpoint a finished run's final folder holds: the best one with `load_best_model_at_end`, if it
+    is whole, else `checkpoint`."""
+    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text(encoding="utf-8"))
+    best = state.get("best_model_checkpoint")
+    if training_args.load_best_model_at_end and best and checkpoint_problem(best) is None:
+        return best
+    return checkpoint
+
+
+@contextlib.contextmanager
+def naming_a_full_disk(folder: Path):
+    """A full disk while training writes into `folder` is said in one line (torch's writer says "unexpected
+    pos"), not in a traceback."""
+    try:
+        yield
+    except (OSError, RuntimeError) as error:
+        if is_disk_full(error, folder):
+            raise disk_full_error(folder, error) from error
+        raise
+
+
+def end_process(accelerator: Accelerator, status: int = 0) -> None:
     """The last step of a training script's process: wait for the others, release the model and its engine,
-    take down the process group, and under `accelerate launch` on several processes leave
-    (`leave_launched_process`). Call it only where nothing is left to run."""
+    take down the process group, and under `accelerate launch` on several processes leave with `status`
+    (`leave_launched_process`); a single process exits with `status` if it is not 0. Call it only where
+    nothing is left to run."""
     several = accelerator.num_processes > 1
     accelerator.wait_for_everyone()
     accelerator.free_memory()
     accelerator.end_training()
     if several:
-        leave_launched_process()
+        leave_launched_process(status)
+    if status:
+        raise SystemExit(status)
 
 
-def leave_launched_process() -> None:
+def leave_launched_process(status: int = 0) -> None:
     """End one process of a several-process launch, its work done and its process group taken down: run the
     exit handlers (trackers', libraries'), flush, and end without the interpreter's finalization.
 
@@ -269,4 +410,4 @@ def leave_launched_process() -> None:
     atexit._run_exitfuncs()  # what a normal exit runs (logging's shutdown among them); no public name
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(0)
+    os._exit(status)

@@ -20,15 +20,17 @@ from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.tasks import DatasetArguments
 from hf_vanilla_transformer.training.averaging import average_checkpoints
 from hf_vanilla_transformer.training.budget import TimeBudget
+from hf_vanilla_transformer.training.checkpoints import complete_checkpoints
 
 
 def checkpoints_with_minutes(run_dir: str | Path) -> list[tuple[Path, float]]:
-    """The run's `checkpoint-<step>` folders in step order, each with the minutes of training it records."""
+    """The run's whole `checkpoint-<step>` folders in step order, each with the minutes of training it
+    records; one whose save did not finish is skipped, and named."""
     run_dir = Path(run_dir)
-    checkpoints = sorted(run_dir.glob("checkpoint-*"), key=lambda path: int(path.name.split("-")[-1]))
+    checkpoints = complete_checkpoints(run_dir, unrecorded=True)
     if not checkpoints:
         raise MissingPathError(
-            f"No checkpoint-<step> folders in {run_dir}: is it a training run's output_dir?"
+            f"No whole checkpoint-<step> folders in {run_dir}: is it a training run's output_dir?"
         )
     points = []
     for checkpoint in checkpoints:

@@ -20,10 +20,10 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 import numpy as np
-from datasets import Dataset, DatasetDict, load_from_disk
+from datasets import Dataset, DatasetDict, IterableDataset, load_from_disk
 from transformers import EvalPrediction, PreTrainedTokenizerBase
 
-from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs
+from .data.preprocessing import LABEL_PAD_TOKEN_ID, TextField, tokenize_pairs, tokenize_stream
 from .data.translation import load_translation_dataset
 from .errors import MissingPathError, UsageError
 from .metrics import load_series_metric, load_translation_metric
@@ -88,8 +88,9 @@ class Task:
         """`(column, key)` of the source and of the target text."""
         raise NotImplementedError
 
-    def load_raw(self, args: DatasetArguments) -> DatasetDict:
-        """The task's `DatasetDict` (train / validation / test), checked for the columns it needs."""
+    def load_raw(self, args: DatasetArguments, streaming: bool = False) -> DatasetDict:
+        """The task's `DatasetDict` (train / validation / test), checked for the columns it needs; with
+        `streaming`, splits it can stream may be `IterableDataset`s."""
         raise NotImplementedError
 
     def add_training_data(self, raw: DatasetDict, held_out: Any, args: DataArguments) -> DatasetDict:
@@ -172,10 +173,13 @@ class TranslationTask(Task):
     def languages(self, args):
         return [args.source_lang, args.target_lang]
 
-    def load_raw(self, args):
+    def load_raw(self, args, streaming=False):
         # The loader checks the languages, and packs flat language columns (`de`, `en`) into `translation`.
         return load_translation_dataset(
-            args.dataset, args.dataset_config, languages=(args.source_lang, args.target_lang)
+            args.dataset,
+            args.dataset_config,
+            languages=(args.source_lang, args.target_lang),
+            **({"streaming": True} if streaming else {}),
         )
 
     def load_metric(self):
@@ -234,7 +238,7 @@ class SeriesTask(Task):
     def text_fields(self, args):
         return ("expression", None), ("series", None)
 
-    def load_raw(self, args):
+    def load_raw(self, args, streaming=False):
         path = Path(args.dataset)
         if not path.is_dir():
             command = self.data_made_by.replace("<folder>", str(path))
@@ -327,14 +331,14 @@ class DatasetArguments:
         config.task = self.task_spec.name
         config.langs = self.task_spec.languages(self)
 
-    def load_raw(self) -> DatasetDict:
-        """The task's raw splits of `dataset`."""
+    def load_raw(self, streaming: bool = False) -> DatasetDict:
+        """The task's raw splits of `dataset` (`Task.load_raw`)."""
         if not self.dataset:
             raise UsageError(
                 "No data set given: pass --dataset (a prepared folder or a Hub name; "
                 f"`{self.task_spec.data_made_by}` makes one)."
             )
-        return self.task_spec.load_raw(self)
+        return self.task_spec.load_raw(self, streaming)
 
 
 @dataclass
@@ -363,6 +367,14 @@ class DataArguments(DatasetArguments):
         },
     )
     num_proc: int | None = field(default=None, metadata={"help": "Processes for tokenization (Dataset.map)."})
+    streaming: bool = field(
+        default=False,
+        metadata={
+            "help": "Read the training split as a stream (Hub or a folder of data files), tokenized as it is "
+            "read, for corpora larger than memory or disk; validation and test are read whole. Needs "
+            "--max_tokens and --max_steps."
+        },
+    )
     max_unknown_token_share: float = field(
         default=0.05,
         metadata={
@@ -393,7 +405,10 @@ def load_split_texts(args: DatasetArguments, split) -> tuple[list[str], list[str
 
 def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> DatasetDict:
     """Load, subsample (if asked), augment (if asked) and tokenize the task's data; too-long pairs are dropped
-    and counted, and a tokenizer that does not fit the data is refused (`check_tokenizer_fits`)."""
+    and counted, and a tokenizer that does not fit the data is refused (`check_tokenizer_fits`). With
+    `args.streaming`, the training split is a tokenized `IterableDataset` (`prepare_stream`)."""
+    if args.streaming:
+        return prepare_stream(args, tokenizer)
     task = args.task_spec
     raw = args.load_raw()
     held_out = task.held_out_data(raw, args)  # before `max_eval_examples` cuts the held-out splits
@@ -412,6 +427,43 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     fitted = tokenized.get("train", next(iter(tokenized.values())))
     check_tokenizer_fits(fitted, tokenizer, args)
     return tokenized
+
+
+# Files a `save_to_disk` training split is cut into when it is streamed: enough to share among processes.
+_STREAM_SHARDS = 64
+
+
+def prepare_stream(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> dict:
+    """`prepare_dataset` for `--streaming`: the training split a stream, tokenized as it is read (too-long
+    pairs dropped as they come); the held-out splits read whole and tokenized as `prepare_dataset` does. The
+    tokenizer is checked on the stream's first pairs."""
+    if args.symbol_renamings:
+        raise UsageError("--symbol_renamings rewrites a training split held whole: drop it, or --streaming.")
+    task = args.task_spec
+    raw = args.load_raw(streaming=True)
+    if "train" not in raw:
+        raise UsageError(f"{args.dataset} has no train split to stream; splits found: {', '.join(raw)}.")
+    train = raw.pop("train")
+    if isinstance(train, Dataset):  # a folder on disk: read it as a stream of its Arrow files
+        train = train.to_iterable_dataset(num_shards=max(1, min(_STREAM_SHARDS, train.num_rows)))
+    if args.max_train_examples is not None:
+        train = train.take(args.max_train_examples)
+    held_out = DatasetDict()
+    for split, dataset in raw.items():
+        if args.max_eval_examples is not None:
+            dataset = (
+                dataset.take(args.max_eval_examples)
+                if isinstance(dataset, IterableDataset)
+                else (dataset.select(range(min(args.max_eval_examples, dataset.num_rows))))
+            )
+        held_out[split] = dataset if isinstance(dataset, Dataset) else Dataset.from_list(list(dataset))
+    source, target = task.text_fields(args)
+    tokenized, _ = tokenize_pairs(
+        held_out, tokenizer, source, target, args.max_source_length, args.max_target_length, args.num_proc
+    )
+    stream = tokenize_stream(train, tokenizer, source, target, args.max_source_length, args.max_target_length)
+    check_tokenizer_fits(Dataset.from_list(list(stream.take(_CHECKED_ROWS))), tokenizer, args)
+    return {"train": stream, **tokenized}
 
 
 # Above this share of unknown tokens a warning says the tokenizer may not fit; `max_unknown_token_share`

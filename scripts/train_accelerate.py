@@ -289,6 +289,8 @@ def main() -> None:
     model_args, data_args, batching, args = parse_dataclasses(parser)
     if batching.max_tokens is None:
         raise UsageError("The loop batches by token budget: set --max_tokens (e.g. --max_tokens 4096).")
+    if data_args.streaming:
+        raise UsageError("This loop trains on data held on disk: drop --streaming, or use scripts/train.py.")
     if not data_args.tokenizer:
         raise UsageError(
             "No tokenizer given: pass --tokenizer (a folder made by scripts/train_tokenizer.py)."

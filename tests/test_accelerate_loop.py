@@ -176,6 +176,7 @@ def test_loop_on_two_cpu_processes_computes_what_one_process_accumulates(transla
         (["--max_steps", "0"], "--max_steps must be at least 1, got 0."),
         ([], "The loop batches by token budget: set --max_tokens"),
         (["--max_source_length", "300"], "max_source_length 300 / max_target_length"),
+        (["--streaming", "true"], "This loop trains on data held on disk: drop --streaming"),
     ],
 )
 def test_loop_refuses_what_it_cannot_train_in_one_line(translation_data, tmp_path, options, message):

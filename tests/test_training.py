@@ -2,6 +2,7 @@
 
 import json
 import logging
+import random
 
 import pytest
 import torch
@@ -79,7 +80,15 @@ def test_target_lengths_as_second_sort_key_pad_targets_less_in_as_many_batches()
         {"input_ids": [[1] * n for n in sources.tolist()], "labels": [[1] * n for n in targets.tolist()]}
     )
     sizes = example_sizes(features)
-    assert sizes == (sources.tolist(), targets.tolist())
+    assert [side.tolist() for side in sizes] == [sources.tolist(), targets.tolist()]
+    # A dataset cut and reordered (an indices mapping over its Arrow table), and a plain list of rows.
+    picked = [1999, 3, 17, 3]
+    assert [side.tolist() for side in example_sizes(features.select(picked))] == [
+        sources[picked].tolist(),
+        targets[picked].tolist(),
+    ]
+    rows = [{"input_ids": [1] * 4, "labels": [1] * 2}, {"input_ids": [1], "labels": [1] * 3}]
+    assert [side.tolist() for side in example_sizes(rows)] == [[4, 1], [2, 3]]
     lengths, target_lengths = torch.maximum(sources, targets).tolist(), targets.tolist()
 
     def target_padding(sampler):
@@ -102,7 +111,7 @@ def test_fairseq_batch_formation_orders_by_source_then_target_and_keeps_multiple
     features = Dataset.from_dict(
         {"input_ids": [[1] * n for n in sources], "labels": [[1] * n for n in targets]}
     )
-    assert example_sizes(features) == (sources, targets)
+    assert [side.tolist() for side in example_sizes(features)] == [sources, targets]
     lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
     padded = token_budget_sampler(features, 600, seed=0)
     fairseq = token_budget_sampler(features, 600, "source_length", 8, seed=0)
@@ -123,6 +132,50 @@ def test_fairseq_batch_formation_orders_by_source_then_target_and_keeps_multiple
         token_budget_sampler(features, 600, "target")
     with pytest.raises(ValueError, match="`batch_size_multiple` must be positive, got 0"):
         TokenBudgetBatchSampler(lengths, 600, batch_size_multiple=0)
+
+
+def _batches_one_by_one(lengths, max_tokens, sort_keys, multiple, seed, num_replicas):
+    """The sampler's batches formed the plain way, one example at a time, as lists: what the sampler's
+    arrays must reproduce exactly (a recipe's seed gives the batches it always gave)."""
+    order = list(range(len(lengths)))
+    random.Random(seed).shuffle(order)
+    order.sort(key=lambda i: sort_keys[i])
+    batches, batch, batch_max = [], [], 0
+    for index in order:
+        new_max = max(batch_max, lengths[index])
+        while batch and (len(batch) + 1) * new_max > max_tokens:
+            keep = max(multiple * (len(batch) // multiple), len(batch) % multiple)
+            batches.append(batch[:keep])
+            batch = batch[keep:]
+            batch_max = max((lengths[i] for i in batch), default=0)
+            new_max = max(batch_max, lengths[index])
+        batch.append(index)
+        batch_max = new_max
+    if batch:
+        batches.append(batch)
+    if num_replicas > 1 and len(batches) % num_replicas:
+        batches += batches[: num_replicas - len(batches) % num_replicas]
+    return batches
+
+
+@pytest.mark.parametrize("trial", range(12))
+def test_token_budget_batches_are_those_formed_one_example_at_a_time(trial):
+    rng = random.Random(trial)
+    size = rng.choice([0, 1, 7, 500, 2000])
+    sources = [rng.randrange(1, 60) for _ in range(size)]
+    targets = [rng.randrange(1, 60) for _ in range(size)]
+    lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
+    keys = list(zip(sources if trial % 2 else lengths, targets, strict=True))
+    multiple, replicas, budget = rng.choice([1, 3, 8]), rng.choice([1, 2, 3]), rng.choice([60, 200, 1000])
+    sampler = TokenBudgetBatchSampler(
+        lengths,
+        budget,
+        sort_keys=keys or None,
+        batch_size_multiple=multiple,
+        seed=trial,
+        num_replicas=replicas,
+    )
+    assert sampler.batches == _batches_one_by_one(lengths, budget, keys, multiple, trial, replicas)
 
 
 def test_token_budget_batches_are_sharded_across_ranks():

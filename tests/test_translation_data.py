@@ -323,6 +323,25 @@ def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transform
     assert len(fresh(long_text)["input_ids"]) > fresh.model_max_length  # the case transformers warns about
 
 
+@pytest.mark.parametrize("truncating", [False, True])
+def test_tokenized_ids_are_those_of_a_tokenizer_call_whichever_way_it_is_called(
+    multi30k, tokenizer, truncating
+):
+    # Our generic fast tokenizers are encoded by their Rust tokenizer directly; one with truncation saved in
+    # its tokenizer.json goes through the full call. Either way the ids are what `tokenizer(...)` gives.
+    if truncating:
+        tokenizer = train_fixture_tokenizer()
+        tokenizer.backend_tokenizer.enable_truncation(12)
+    tokenized, _ = tokenize_translation(multi30k, tokenizer, "de", "en", 64, 64)
+    pairs = multi30k["validation"]["translation"]
+    expected = tokenizer([p["de"] for p in pairs], text_target=[p["en"] for p in pairs], truncation=False)
+    kept = [max(len(s), len(t)) <= 64 for s, t in zip(expected["input_ids"], expected["labels"], strict=True)]
+    assert 0 < sum(kept) < len(kept)
+    for column in ("input_ids", "attention_mask", "labels"):
+        wanted = [ids for ids, keep in zip(expected[column], kept, strict=True) if keep]
+        assert list(tokenized["validation"][column]) == wanted, column
+
+
 def test_tokenize_translation_in_the_other_direction(multi30k, tokenizer):
     tokenized, _ = tokenize_translation(multi30k, tokenizer, "en", "de", 64, 64)
     first = tokenized["train"][0]

@@ -5,8 +5,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from datasets import DatasetDict
-from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase
+from datasets import DatasetDict, IterableDataset
+from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ..errors import UsageError
 
@@ -26,8 +26,8 @@ def _texts(batch: dict[str, list], field: TextField) -> list[str]:
 
 
 # transformers warns, once per tokenizer, that a text longer than `model_max_length` "will result in indexing
-# errors". None reaches the model here: `_fits` drops such pairs and `tokenize_pairs` logs how many, so the
-# warning would only alarm. Filtered while tokenizing, nowhere else.
+# errors". None reaches the model here: `_tokenize_batch` drops such pairs and `tokenize_pairs` logs how
+# many, so the warning would only alarm. Filtered while tokenizing, nowhere else.
 _TOO_LONG_WARNING = "longer than the specified maximum sequence length"
 _TOKENIZER_LOGGER = logging.getLogger("transformers.tokenization_utils_base")
 
@@ -36,22 +36,55 @@ def _not_the_too_long_warning(record: logging.LogRecord) -> bool:
     return _TOO_LONG_WARNING not in record.getMessage()
 
 
-def _tokenize_batch(
-    batch: dict[str, list], tokenizer: PreTrainedTokenizerBase, source: TextField, target: TextField
-) -> dict[str, list]:
-    # No truncation: pairs that are too long are dropped afterwards, and counted, by `_fits`.
+def _calls_rust_directly(tokenizer: PreTrainedTokenizerBase) -> bool:
+    # The generic fast tokenizer (our trained ones) treats targets as sources and, with no truncation or
+    # padding saved, its Rust tokenizer gives `tokenizer(...)`'s ids at the library's own speed: the Python
+    # around a `tokenizer(...)` call cost a fifth of the throughput on WMT-length pairs (docs/benchmarks.md).
+    # Subclasses (Marian, mBART, ...) may treat targets differently and keep the full call.
+    if type(tokenizer) is not PreTrainedTokenizerFast:
+        return False
+    backend = tokenizer.backend_tokenizer
+    return backend.truncation is None and backend.padding is None
+
+
+def _encode(tokenizer: PreTrainedTokenizerBase, sources: list[str], targets: list[str]) -> dict[str, list]:
+    if _calls_rust_directly(tokenizer):
+        backend = tokenizer.backend_tokenizer
+        input_ids = [encoding.ids for encoding in backend.encode_batch(sources)]
+        labels = [encoding.ids for encoding in backend.encode_batch(targets)]
+        return {
+            "input_ids": input_ids,
+            "attention_mask": [[1] * len(ids) for ids in input_ids],
+            "labels": labels,
+        }
     _TOKENIZER_LOGGER.addFilter(_not_the_too_long_warning)
     try:
-        return tokenizer(_texts(batch, source), text_target=_texts(batch, target), truncation=False)
+        return dict(tokenizer(sources, text_target=targets, truncation=False))
     finally:
         _TOKENIZER_LOGGER.removeFilter(_not_the_too_long_warning)
 
 
-def _fits(batch: dict[str, list], max_source_length: int, max_target_length: int) -> list[bool]:
-    return [
+def _tokenize_batch(
+    batch: dict[str, list],
+    tokenizer: PreTrainedTokenizerBase,
+    source: TextField,
+    target: TextField,
+    max_source_length: int,
+    max_target_length: int,
+) -> dict[str, list]:
+    # No truncation: pairs that are too long are dropped here, in the same pass (a separate `filter` would
+    # read every row again and leave an indices mapping that makes each later read a gather).
+    encoded = _encode(tokenizer, _texts(batch, source), _texts(batch, target))
+    fits = [
         len(source) <= max_source_length and len(target) <= max_target_length
-        for source, target in zip(batch["input_ids"], batch["labels"], strict=True)
+        for source, target in zip(encoded["input_ids"], encoded["labels"], strict=True)
     ]
+    if all(fits):
+        return encoded
+    return {
+        name: [value for value, keep in zip(values, fits, strict=True) if keep]
+        for name, values in encoded.items()
+    }
 
 
 def tokenize_pairs(
@@ -68,7 +101,7 @@ def tokenize_pairs(
     Sources become `input_ids` and targets `labels` (`tokenizer(src, text_target=tgt)`), both ending in the
     tokenizer's `</s>`. Pairs whose source has more than `max_source_length` tokens or whose target has more
     than `max_target_length` (counting `</s>`) are dropped rather than truncated: a truncated target
-    would teach the model to stop mid-sentence. Both steps are `Dataset.map`/`filter` calls, so datasets
+    would teach the model to stop mid-sentence. Both happen in one `Dataset.map` call, so datasets
     loaded from disk reuse their cached results on the next run.
 
     Args:
@@ -95,12 +128,13 @@ def tokenize_pairs(
                 )
 
     # Keep only the model's inputs: a leftover text column would break the collator.
-    tokenized = DatasetDict(
+    limits = {"max_source_length": max_source_length, "max_target_length": max_target_length}
+    filtered = DatasetDict(
         {
             split: dataset.map(
                 _tokenize_batch,
                 batched=True,
-                fn_kwargs={"tokenizer": tokenizer, "source": source, "target": target},
+                fn_kwargs={"tokenizer": tokenizer, "source": source, "target": target, **limits},
                 remove_columns=dataset.column_names,
                 num_proc=num_proc,
                 desc=f"Tokenizing {split}",
@@ -108,17 +142,10 @@ def tokenize_pairs(
             for split, dataset in dataset_dict.items()
         }
     )
-    filtered = tokenized.filter(
-        _fits,
-        batched=True,
-        fn_kwargs={"max_source_length": max_source_length, "max_target_length": max_target_length},
-        num_proc=num_proc,
-        desc="Dropping too-long pairs",
-    )
     counts = {}
     for split in filtered:
         kept = filtered[split].num_rows
-        counts[split] = {"kept": kept, "dropped": tokenized[split].num_rows - kept}
+        counts[split] = {"kept": kept, "dropped": dataset_dict[split].num_rows - kept}
         logger.info(
             "%s: kept %d pairs, dropped %d longer than %d source / %d target tokens.",
             split,
@@ -128,6 +155,33 @@ def tokenize_pairs(
             max_target_length,
         )
     return filtered, counts
+
+
+def tokenize_stream(
+    stream: IterableDataset,
+    tokenizer: PreTrainedTokenizerBase,
+    source: TextField,
+    target: TextField,
+    max_source_length: int,
+    max_target_length: int,
+) -> IterableDataset:
+    """`tokenize_pairs` for a stream: tokenized as it is read, too-long pairs dropped as they come (uncounted:
+    a stream has no end to count at)."""
+    return stream.map(
+        _tokenize_batch,
+        batched=True,
+        fn_kwargs={
+            "tokenizer": tokenizer,
+            "source": source,
+            "target": target,
+            "max_source_length": max_source_length,
+            "max_target_length": max_target_length,
+        },
+    ).select_columns(list(TOKENIZED_COLUMNS))
+
+
+# What tokenizing leaves of a pair: the model's inputs.
+TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "labels")
 
 
 def build_seq2seq_collator(

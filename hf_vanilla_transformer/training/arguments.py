@@ -390,6 +390,16 @@ def check_processes_train_together(training_args: Seq2SeqTrainingArguments) -> N
         )
 
 
+def check_streaming(recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments) -> None:
+    """Refuse a streamed run that cannot be one, before any data is read; a resumed streamed run goes on from
+    the position its checkpoint records (`streaming.load_stream_state`), not by reading the batches again."""
+    if recipe_args.max_tokens is None:
+        raise UsageError("--streaming batches by a token budget: set --max_tokens (e.g. 4096).")
+    if training_args.max_steps is None or training_args.max_steps <= 0:
+        raise UsageError("A stream has no length to count epochs in: set --max_steps for --streaming.")
+    training_args.ignore_data_skip = True
+
+
 def prepare_training(
     model_args: ModelArguments,
     data_args: DataArguments,
@@ -415,6 +425,8 @@ def prepare_training(
             "a Hub name)."
         )
     check_tokenizer_location(data_args.tokenizer)
+    if data_args.streaming:
+        check_streaming(recipe_args, training_args)
     if model_args.model:  # before the data is read: a model for the other task is refused at once
         check_model_for_task(model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
@@ -432,10 +444,10 @@ def prepare_training(
     model = build_model(model_args, tokenizer)
     data_args.record_in(model.config)
     logger.info(
-        "Model: %s, %.2fM parameters; peak learning rate %.2e; %d training pairs",
+        "Model: %s, %.2fM parameters; peak learning rate %.2e; %s training pairs",
         model_args.model or model_args.preset,
         sum(p.numel() for p in model.parameters()) / 1e6,
         training_args.learning_rate,
-        datasets_["train"].num_rows,
+        "streamed" if data_args.streaming else datasets_["train"].num_rows,
     )
     return tokenizer, datasets_, model

@@ -7,6 +7,8 @@ import random
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+import pyarrow.compute as pc
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
 from ..errors import UsageError
@@ -46,7 +48,17 @@ class BatchingArguments:
         },
     )
 
+    stream_buffer: int = field(
+        default=20_000,
+        metadata={
+            "help": "With --streaming: examples read, sorted by length and cut into token-budget batches "
+            "at a time (what bounds memory; more examples make batches of closer lengths)."
+        },
+    )
+
     def __post_init__(self):
+        if self.stream_buffer < 1:
+            raise UsageError(f"`stream_buffer` must be 1 or more, got {self.stream_buffer}.")
         if self.max_tokens is not None and self.max_tokens < 1:
             raise UsageError(f"`max_tokens` must be 1 or more, got {self.max_tokens}.")
         if self.batch_size_multiple < 1:
@@ -85,7 +97,8 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
     ):
         if max_tokens < 1:
             raise UsageError(f"`max_tokens` must be positive, got {max_tokens}.")
-        longest = max(lengths) if len(lengths) else 0
+        lengths = np.asarray(lengths, dtype=np.int64)
+        longest = int(lengths.max()) if len(lengths) else 0
         if longest > max_tokens:
             raise UsageError(
                 f"An example of {longest} tokens exceeds the batch budget `max_tokens={max_tokens}`: raise "
@@ -102,56 +115,91 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
         self.num_replicas = num_replicas
         self.rank = rank
         self.epoch = 0
-        if sort_keys is not None and len(sort_keys) != len(lengths):
-            raise ValueError(f"{len(sort_keys)} sort keys for {len(lengths)} lengths: give one per example.")
-        self.batches = self._make_batches(list(lengths), list(lengths) if sort_keys is None else sort_keys)
+        keys = lengths if sort_keys is None else np.asarray(sort_keys)
+        if len(keys) != len(lengths):
+            raise ValueError(f"{len(keys)} sort keys for {len(lengths)} lengths: give one per example.")
+        # Examples in batch order, and where each batch starts and ends in it: a batch is always a run of
+        # consecutive examples of that order, so a corpus of millions costs two integer arrays, not a list of
+        # lists of Python ints.
+        self.order = self._sorted_order(keys)
+        self.starts, self.ends = self._cut(lengths[self.order].tolist())
 
-    def _make_batches(self, lengths: list[int], sort_keys: Sequence) -> list[list[int]]:
-        order = list(range(len(lengths)))
-        random.Random(self.seed).shuffle(order)  # random tie-breaking among equal keys
-        order.sort(key=lambda i: sort_keys[i])
+    def _sorted_order(self, keys: np.ndarray) -> np.ndarray:
+        # Ties among equal keys are broken by a seeded shuffle; Python's, so that a seed gives the batches it
+        # always gave (the shipped models' recipes), then a stable sort by the keys, first key first.
+        shuffled = list(range(len(keys)))
+        random.Random(self.seed).shuffle(shuffled)
+        order = np.array(shuffled, dtype=np.int64)
+        del shuffled
+        if not len(order):
+            return order
+        columns = keys[order].reshape(len(order), -1)
+        return order[np.lexsort(columns.T[::-1])]
+
+    def _cut(self, lengths: list[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Where each batch starts and ends in `self.order`, given the examples' lengths in that order."""
         multiple = self.batch_size_multiple
-        batches, batch, batch_max = [], [], 0
-        for index in order:
-            new_max = max(batch_max, lengths[index])
-            while batch and (len(batch) + 1) * new_max > self.max_tokens:
+        starts, start, batch_max = [], 0, 0
+        for position, length in enumerate(lengths):
+            new_max = max(batch_max, length)
+            while position > start and (position - start + 1) * new_max > self.max_tokens:
                 # The largest multiple of `multiple` sentences goes out, the rest starts the next batch; a
                 # batch smaller than `multiple` goes out whole (fairseq's rule). With `multiple` 1 all goes.
-                keep = max(multiple * (len(batch) // multiple), len(batch) % multiple)
-                batches.append(batch[:keep])
-                batch = batch[keep:]
-                batch_max = max((lengths[i] for i in batch), default=0)
-                new_max = max(batch_max, lengths[index])
-            batch.append(index)
+                size = position - start
+                starts.append(start)
+                start += max(multiple * (size // multiple), size % multiple)
+                batch_max = max(lengths[start:position], default=0)
+                new_max = max(batch_max, length)
             batch_max = new_max
-        if batch:
-            batches.append(batch)
-        if self.num_replicas > 1 and len(batches) % self.num_replicas:
-            batches += batches[: self.num_replicas - len(batches) % self.num_replicas]
-        return batches
+        if len(lengths):
+            starts.append(start)
+        ends = starts[1:] + [len(lengths)]
+        if self.num_replicas > 1 and len(starts) % self.num_replicas:
+            # Padded with repeated batches so that every rank takes the same number of steps.
+            missing = self.num_replicas - len(starts) % self.num_replicas
+            starts, ends = starts + starts[:missing], ends + ends[:missing]
+        return np.array(starts, dtype=np.int64), np.array(ends, dtype=np.int64)
+
+    @property
+    def batches(self) -> list[list[int]]:
+        """Every batch, as lists of example indices (for inspection: iterating does not build this)."""
+        return [self._batch(position) for position in range(len(self.starts))]
+
+    def _batch(self, position: int) -> list[int]:
+        return self.order[self.starts[position] : self.ends[position]].tolist()
 
     def set_epoch(self, epoch: int) -> None:
         self.epoch = epoch
 
     def __iter__(self) -> Iterator[list[int]]:
-        order = list(range(len(self.batches)))
+        order = list(range(len(self.starts)))
         if self.shuffle:
             random.Random(self.seed + self.epoch).shuffle(order)
         for position in order[self.rank :: self.num_replicas]:
-            yield self.batches[position]
+            yield self._batch(position)
 
     def __len__(self) -> int:
-        return len(self.batches) // self.num_replicas
+        return len(self.starts) // self.num_replicas
 
 
-def example_sizes(dataset) -> tuple[list[int], list[int]]:
-    """The source and target length of each tokenized example (`input_ids`, `labels`)."""
-    if hasattr(dataset, "column_names"):  # a `datasets.Dataset`: read two columns, not every row
-        pairs = zip(dataset["input_ids"], dataset["labels"], strict=True)
-    else:
-        pairs = ((example["input_ids"], example["labels"]) for example in dataset)
-    sizes = [(len(source), len(target)) for source, target in pairs]
-    return [source for source, _ in sizes], [target for _, target in sizes]
+COLUMNS = ("input_ids", "labels")
+# Rows read at a time when measuring lengths: bounded memory however large the corpus.
+_LENGTH_CHUNK = 100_000
+
+
+def example_sizes(dataset) -> tuple[np.ndarray, np.ndarray]:
+    """The source and target length of each tokenized example (`input_ids`, `labels`).
+
+    For a `datasets.Dataset`, read from the Arrow lists' offsets a chunk of rows at a time, never as Python
+    lists: a row-by-row pass over millions of pairs took minutes in every process before the first step."""
+    if not hasattr(dataset, "column_names"):
+        return tuple(np.array([len(row[column]) for row in dataset], np.int64) for column in COLUMNS)
+    columns = dataset.select_columns(list(COLUMNS)).with_format("arrow")
+    chunks = [columns[start : start + _LENGTH_CHUNK] for start in range(0, columns.num_rows, _LENGTH_CHUNK)]
+    return tuple(
+        np.concatenate([np.zeros(0, np.int64)] + [pc.list_value_length(t[c]).to_numpy() for t in chunks])
+        for c in COLUMNS
+    )
 
 
 def token_budget_sampler(
@@ -162,12 +210,12 @@ def token_budget_sampler(
     if batch_order not in BATCH_ORDERS:
         raise UsageError(f"Unknown `batch_order` {batch_order!r}; expected one of {', '.join(BATCH_ORDERS)}.")
     sources, targets = example_sizes(dataset)
-    lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
+    lengths = np.maximum(sources, targets)
     first = lengths if batch_order == "padded_length" else sources
     return TokenBudgetBatchSampler(
         lengths,
         max_tokens=max_tokens,
-        sort_keys=list(zip(first, targets, strict=True)),
+        sort_keys=np.stack([first, targets], axis=1),
         batch_size_multiple=batch_size_multiple,
         **kwargs,
     )

@@ -44,6 +44,7 @@ from .checkpoints import (
 from .faults import FaultsCallback, Interruption, Watchdog, disk_full_error, is_disk_full
 from .logs import LossPlotCallback
 from .schedules import clock_linear_schedule
+from .streaming import StreamedTokenBudgetBatches, load_stream_state, save_stream_state, streamed_batches
 
 logger = logging.getLogger(__name__)
 
@@ -119,6 +120,20 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
             super()._save_checkpoint(model, trial)
         finally:
             self.args.save_total_limit = limit
+        if isinstance(self.train_dataset, StreamedTokenBudgetBatches):  # each process its own share's place
+            folder.mkdir(parents=True, exist_ok=True)
+            save_stream_state(self.train_dataset, folder, self.args.process_index, self.args.world_size)
+
+    def get_train_dataloader(self):
+        if not isinstance(self.train_dataset, StreamedTokenBudgetBatches):
+            return super().get_train_dataloader()
+        # Whole batches, this process's own (the stream is split among processes already), read in this
+        # process: a worker or accelerate's dispatching would read ahead of the batches the checkpoint counts.
+        # A generator of its own: a loader's iterator otherwise draws its seed from torch's global generator,
+        # and a resumed run, which starts its iterator after restoring that generator, would drop out anew.
+        return torch.utils.data.DataLoader(
+            self.train_dataset, batch_size=None, collate_fn=self.data_collator, generator=torch.Generator()
+        )
 
     def _save(self, output_dir: str | None = None, state_dict: dict | None = None) -> None:
         # Under FSDP and DeepSpeed the Trainer saves weights gathered from the shards, one tensor per name:
@@ -277,10 +292,20 @@ def build_trainer(
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint and not budget.load(checkpoint):
             logger.warning("%s holds no %s: the time budget starts again.", checkpoint, TimeBudget.STATE_FILE)
+    train = datasets_["train"]
+    if data_args.streaming:
+        train = streamed_batches(train, recipe_args, training_args)
+        if training_args.resume_from_checkpoint:
+            load_stream_state(
+                train,
+                training_args.resume_from_checkpoint,
+                training_args.process_index,
+                training_args.world_size,
+            )
     trainer = TokenBudgetSeq2SeqTrainer(
         model=model,
         args=training_args,
-        train_dataset=datasets_["train"],
+        train_dataset=train,
         eval_dataset=datasets_.get("validation"),
         processing_class=tokenizer,
         data_collator=build_seq2seq_collator(tokenizer, model=model),

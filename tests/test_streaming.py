@@ -1,0 +1,183 @@
+"""Training from a stream (`--streaming`): token-budget batches from a bounded buffer, resumed exactly from
+the position a checkpoint records, each process reading its own share."""
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from datasets import Dataset, load_from_disk
+from datasets.distributed import split_dataset_by_node
+from safetensors.torch import load_file
+
+from hf_vanilla_transformer.training.streaming import StreamedTokenBudgetBatches
+
+from .script_runner import run_script_file
+from .test_scale_out import accelerate_launch
+from .test_train_scripts import RECIPE, ROOT
+
+SIZE = 300
+
+
+def _stream(num_shards=4):
+    generator = torch.Generator().manual_seed(0)
+    sources = torch.randint(2, 40, (SIZE,), generator=generator).tolist()
+    targets = torch.randint(2, 40, (SIZE,), generator=generator).tolist()
+    rows = {
+        "id": list(range(SIZE)),
+        "input_ids": [[5] * n for n in sources],
+        "labels": [[6] * n for n in targets],
+    }
+    return Dataset.from_dict(rows).to_iterable_dataset(num_shards=num_shards)
+
+
+def _batches(stream=None, **options):
+    return StreamedTokenBudgetBatches(
+        stream if stream is not None else _stream(), max_tokens=200, buffer_size=50, seed=0, **options
+    )
+
+
+def _take(batches, count):
+    """The ids of the next `count` batches, and the state after each."""
+    iterator, taken, states = iter(batches), [], []
+    for _ in range(count):
+        taken.append([example["id"] for example in next(iterator)])
+        states.append(batches.state_dict())
+    return taken, states
+
+
+def test_streamed_batches_keep_to_the_budget_and_take_every_example_once_an_epoch():
+    taken, states = _take(_batches(), 60)
+    first_epoch = [batch for batch, state in zip(taken, states, strict=True) if state["epoch"] == 0]
+    ids = sorted(i for batch in first_epoch for i in batch)
+    assert ids == list(range(SIZE))
+    assert any(state["epoch"] == 1 for state in states), "60 batches should reach the second epoch"
+    rows = Dataset.from_dict({"id": list(range(SIZE))})  # lengths again, to check the budget
+    lengths = {
+        example["id"]: max(len(example["input_ids"]), len(example["labels"]))
+        for example in _stream(num_shards=1)
+    }
+    assert rows.num_rows == SIZE
+    for batch in taken:
+        assert len(batch) * max(lengths[i] for i in batch) <= 200
+    # The second epoch is not the first one again: buffers are cut anew with the epoch in the seed.
+    second = [batch for batch, state in zip(taken, states, strict=True) if state["epoch"] == 1]
+    assert second and second != first_epoch[: len(second)]
+
+
+@pytest.mark.parametrize("stop", [1, 4, 9, 23, 31])
+def test_streamed_batches_resume_from_their_state_as_if_never_stopped(stop):
+    reference, _ = _take(_batches(), 40)
+    head, states = _take(_batches(), stop)
+    resumed = _batches()
+    resumed.load_state_dict(json.loads(json.dumps(states[-1])))  # as a checkpoint keeps it
+    tail, _ = _take(resumed, 40 - stop)
+    assert head + tail == reference
+
+
+def test_each_process_streams_its_own_share():
+    shares = [_batches(split_dataset_by_node(_stream(), rank=rank, world_size=2)) for rank in (0, 1)]
+    seen = []
+    for share in shares:
+        taken, states = _take(share, 40)
+        assert states[-1]["epoch"] == 1
+        seen.append(
+            {i for batch, state in zip(taken, states, strict=True) if state["epoch"] == 0 for i in batch}
+        )
+    assert not seen[0] & seen[1]
+    assert seen[0] | seen[1] == set(range(SIZE))
+
+
+@pytest.fixture(scope="module")
+def parquet_corpus(translation_data, tmp_path_factory):
+    """The fixture corpus as a Hub dataset repository keeps it: parquet files named by split, the training
+    split in 4 files."""
+    folder = tmp_path_factory.mktemp("stream") / "corpus"
+    (folder / "data").mkdir(parents=True)
+    splits = load_from_disk(str(translation_data / "data"))
+    for index in range(4):
+        part = splits["train"].shard(num_shards=4, index=index)
+        part.to_parquet(folder / "data" / f"train-{index:05d}-of-00004.parquet")
+    for split in ("validation", "test"):
+        splits[split].to_parquet(folder / "data" / f"{split}-00000-of-00001.parquet")
+    return folder
+
+
+def _streamed(translation_data, corpus, out, *options):
+    """scripts/train.py on the Multi30k recipe shrunk to the fixture, streaming the parquet files with a
+    buffer of 16 pairs, dropout on, a checkpoint every 3 steps."""
+    return [str(ROOT / "scripts" / "train.py"), str(RECIPE), "--dataset", str(corpus), "--tokenizer",
+            str(translation_data / "tokenizer"), "--preset", "transformer-tiny", "--max_source_length", "96",
+            "--max_target_length", "96", "--streaming", "true", "--stream_buffer", "16", "--max_tokens",
+            "300",
+            "--warmup_steps", "4", "--logging_steps", "1", "--save_steps", "3", "--eval_strategy", "no",
+            "--load_best_model_at_end", "false", "--use_cpu", "true", "--dataloader_num_workers", "0",
+            "--output_dir", str(out), *options]  # fmt: skip
+
+
+def _losses(run: Path) -> list[tuple[int, float]]:
+    records = map(json.loads, (run / "loss_log.jsonl").read_text().splitlines())
+    return [(record["step"], record["loss"]) for record in records if "loss" in record]
+
+
+def _assert_same_weights(run: Path, reference: Path) -> None:
+    ours, theirs = (load_file(folder / "final" / "model.safetensors") for folder in (run, reference))
+    assert ours.keys() == theirs.keys()
+    for name, tensor in theirs.items():
+        torch.testing.assert_close(ours[name], tensor, atol=1e-6, rtol=1e-5, msg=name)
+
+
+def _train(*args, cwd):
+    result = run_script_file(*args, cwd=cwd, env={"OMP_NUM_THREADS": "1"})
+    assert result.returncode == 0, result.stderr[-4000:]
+    return result
+
+
+def test_a_streamed_run_resumed_ends_as_the_uninterrupted_run(translation_data, parquet_corpus, tmp_path):
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    _train(*_streamed(translation_data, parquet_corpus, reference, "--max_steps", "12"), cwd=tmp_path)
+    _train(*_streamed(translation_data, parquet_corpus, resumed, "--max_steps", "6"), cwd=tmp_path)
+    state = json.loads((resumed / "checkpoint-6" / "stream_state-0.json").read_text())
+    assert state["world_size"] == 1 and state["buffer"] >= 1  # 6 steps went past the first buffer
+    again = _streamed(translation_data, parquet_corpus, resumed, "--max_steps", "12")
+    _train(*again, "--resume_from_checkpoint", "true", cwd=tmp_path)
+    assert _losses(resumed) == _losses(reference)
+    _assert_same_weights(resumed, reference)
+
+
+def test_a_streamed_run_on_two_processes_resumes_exactly_and_only_with_two(
+    translation_data, parquet_corpus, tmp_path
+):
+    reference, resumed = tmp_path / "reference", tmp_path / "resumed"
+    accelerate_launch(
+        "multi_gpu", *_streamed(translation_data, parquet_corpus, reference, "--max_steps", "8")
+    )
+    accelerate_launch("multi_gpu", *_streamed(translation_data, parquet_corpus, resumed, "--max_steps", "3"))
+    states = [json.loads((resumed / "checkpoint-3" / f"stream_state-{r}.json").read_text()) for r in (0, 1)]
+    assert [state["world_size"] for state in states] == [2, 2]
+    accelerate_launch(
+        "multi_gpu",
+        *_streamed(
+            translation_data, parquet_corpus, resumed, "--max_steps", "8", "--resume_from_checkpoint", "true"
+        ),
+    )
+    assert _losses(resumed) == _losses(reference)
+    _assert_same_weights(resumed, reference)
+    alone = run_script_file(
+        *_streamed(translation_data, parquet_corpus, resumed, "--max_steps", "9", "--resume_from_checkpoint",
+                   str(resumed / "checkpoint-6")), cwd=tmp_path,
+    )  # fmt: skip
+    assert alone.returncode == 2
+    assert (
+        "was written by 2 processes, each reading its own share of the stream; resume it with 2, not 1"
+        in (alone.stderr)
+    )
+
+
+def test_streaming_without_a_step_count_is_refused_before_reading(translation_data, parquet_corpus, tmp_path):
+    result = run_script_file(
+        *_streamed(translation_data, parquet_corpus, tmp_path / "run", "--max_steps", "-1"), cwd=tmp_path
+    )
+    assert result.returncode == 2
+    assert "A stream has no length to count epochs in: set --max_steps for --streaming." in result.stderr
+    assert "Tokenizing" not in result.stderr

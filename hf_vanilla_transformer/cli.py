@@ -73,6 +73,7 @@ NUMERIC_RANGES = {
             "max_tokens",
             "max_train_examples",
             "min_frequency",
+            "min_new_tokens",
             "model_max_length",
             "num_beams",
             "num_examples",
@@ -81,9 +82,13 @@ NUMERIC_RANGES = {
             "save_steps",
             "save_total_limit",
             "sentences_per_text",
+            "sizes",
+            "stream_buffer",
             "timed_steps",
+            "translate_lines",
             "untimed_steps",
             "vocab_size",
+            "window",
             "wmt14_train_pairs",
         ),
         ">= 1",
@@ -101,12 +106,16 @@ NUMERIC_RANGES = {
             "max_grad_norm",
             "stall_timeout",
             "weight_decay",
+            "top_k",
+            "no_repeat_ngram_size",
         ),
         ">= 0",
     ),
     **dict.fromkeys(
         ("adam_epsilon", "hub_timeout", "learning_rate", "lr_scale", "max_train_minutes", "timeout"), "> 0"
     ),
+    **dict.fromkeys(("temperature", "repetition_penalty"), "> 0"),
+    "top_p": "(0, 1]",
     **dict.fromkeys(("adam_beta1", "adam_beta2"), "[0, 1)"),
     "max_unknown_token_share": "[0, 1]",
     "max_warmup_fraction": "(0, 1)",
@@ -118,6 +127,10 @@ NUMERIC_RANGES = {
 
 def check_numeric_range(name: str, value) -> None:
     """Refuse `value` for the option `name` outside `NUMERIC_RANGES[name]` (a user error naming both)."""
+    if isinstance(value, list | tuple):  # a list option: each of its values
+        for item in value:
+            check_numeric_range(name, item)
+        return
     spec = NUMERIC_RANGES.get(name, "any")
     if spec == "any" or isinstance(value, bool) or not isinstance(value, int | float):
         return
@@ -170,9 +183,14 @@ def is_user_error(error: BaseException) -> bool:
 INTERRUPTED_STATUS = 130
 
 
+# A shell's status for a command ended by SIGPIPE (128 + 13).
+BROKEN_PIPE_STATUS = 141
+
+
 def run_script(main: Callable[[], object]) -> None:
     """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2, and
-    Ctrl-C into one line and exit status 130; a `SystemExit` (a script's own status) passes as it is."""
+    Ctrl-C into one line and exit status 130, a closed standard output (`| head`) into none and status 141; a
+    `SystemExit` (a script's own status) passes as it is."""
     try:
         main()
     except KeyboardInterrupt:
@@ -180,6 +198,11 @@ def run_script(main: Callable[[], object]) -> None:
             raise
         print("interrupted (Ctrl-C)", file=sys.stderr)
         raise SystemExit(INTERRUPTED_STATUS) from None
+    except BrokenPipeError:
+        # The reader of standard output left (`... | head`): end quietly, as a shell command does. Python
+        # would report the same error again while flushing standard output at exit.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(BROKEN_PIPE_STATUS) from None
     except Exception as error:
         if os.environ.get(DEBUG_VARIABLE) or not is_user_error(error):
             raise

@@ -14,7 +14,7 @@ from .errors import ExistingPathError, UsageError
 # way in every script): as the options are parsed (`cli.parse_dataclasses`), an output that is an input or
 # holds one is refused (`check_output_options`). tests/test_script_help.py fails on a script's option that
 # may name a path and is in neither table nor among those it lists as left out, with why.
-OUTPUT_OPTIONS = ("output_dir", "output_file", "tokenized_output_dir", "folder")
+OUTPUT_OPTIONS = ("output_dir", "output_file", "output", "tokenized_output_dir", "folder")
 # Not `resume_from_checkpoint`: it is the run itself, inside its --output_dir by design.
 INPUT_OPTIONS = (
     "model",
@@ -22,6 +22,8 @@ INPUT_OPTIONS = (
     "dataset",
     "run_dir",
     "text_files",
+    "multi30k",
+    "input",
     "compare",
     "recipe",
     "config_overrides",

@@ -220,6 +220,21 @@ def test_ctrl_c_ends_a_script_in_one_line_with_status_130(capsys, monkeypatch):
         run_script(interrupted)
 
 
+def test_a_closed_standard_output_ends_a_script_quietly_with_status_141():
+    """`translate.py ... | head`: the reader leaves, the script ends as a shell command does, no traceback."""
+    program = (
+        "from hf_vanilla_transformer.cli import run_script\n"
+        "def main():\n    for n in range(10**6): print('line', n)\n"
+        "run_script(main)"
+    )
+    result = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -c "$0" | head -1; exit ${{PIPESTATUS[0]}}', program],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.stdout == "line 0\n"
+    assert result.returncode == 141 and result.stderr == ""
+
+
 @pytest.mark.parametrize("status", [0, 1, 130, 143, "error: a script's own message"])
 def test_a_scripts_own_exit_passes_through_unchanged(capsys, status):
     """Training ends itself with 130 or 143 (SIGINT, SIGTERM) after saving a checkpoint: not reworded."""

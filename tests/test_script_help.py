@@ -151,10 +151,11 @@ def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
 # of outputs and inputs leaves out, with why. Any other option that takes text must be in
 # `outputs.OUTPUT_OPTIONS` or `outputs.INPUT_OPTIONS`, so that no output replaces one of its command's inputs.
 NOT_PATHS = {
-    "arm", "attn_implementation", "batch_order", "checks", "dataset_config", "device", "example",
+    "arm", "attn_implementation", "backend", "batch_order", "checks", "compute_type", "dataset_config",
+    "device", "example",
     "fairseq_arm", "fairseq_linear_arm", "host", "label", "lr_scheduler_type", "metric_for_best_model",
     "mixed_precision", "preset", "presets", "profile", "quantization", "repo_id", "shapes", "source_lang",
-    "split", "symbols", "target", "target_lang", "task", "text", "token",
+    "split", "stages", "symbols", "target", "target_lang", "task", "text", "token",
 }  # fmt: skip
 PATHS_LEFT_OUT = {
     "resume_from_checkpoint": "the run itself, inside its --output_dir by design",

@@ -6,17 +6,20 @@ source and reference, so every figure quoted in a model card can be traced to th
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
+import math
 import shlex
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import torch
 from tqdm.auto import tqdm
-from transformers import AutoConfig, GenerationConfig
+from transformers import AutoConfig, GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from ..errors import ExistingPathError, UsageError
 from ..pipeline_seq2seq import UNSPLIT_TASKS
@@ -25,6 +28,17 @@ from ..sentences import sentence_rules, split_document, translate_documents
 from ..tasks import DEFAULT_TASK, DatasetArguments, Task, load_split_texts
 
 logger = logging.getLogger(__name__)
+
+
+def check_device(name: str) -> torch.device:
+    """The device `--device` names, refused in one line if it is none or this machine lacks it."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise UsageError(f"--device {name!r} is not a device: give cpu, cuda or cuda:N.") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {name}: this machine has no CUDA GPU; pass --device cpu.")
+    return device
 
 
 @dataclass
@@ -75,13 +89,7 @@ class EvaluationArguments:
     )
 
     def __post_init__(self):
-        try:
-            device = torch.device(self.device)
-        except RuntimeError as error:
-            message = f"--device {self.device!r} is not a device: give cpu, cuda or cuda:N."
-            raise UsageError(message) from error
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise UsageError(f"--device {self.device}: this machine has no CUDA GPU; pass --device cpu.")
+        check_device(self.device)
         if not self.split_sentences and self.sentences_per_text == 1:
             raise UsageError(
                 "--split_sentences false applies to texts of several examples: pass --sentences_per_text N "
@@ -138,6 +146,18 @@ def check_report_path(path: Path, overwrite: bool) -> None:
         )
 
 
+# generate() options that a command may set beyond beams, length penalty and length (translate.py's); unset,
+# they are the saved generation config's, and the settings do not name them.
+OPTIONAL_GENERATE_OPTIONS = (
+    "top_k",
+    "top_p",
+    "temperature",
+    "no_repeat_ngram_size",
+    "repetition_penalty",
+    "min_new_tokens",
+)
+
+
 def generation_settings(eval_args: EvaluationArguments, task: Task, generation_config) -> dict:
     """generate() keyword arguments: the command line's choices over the model's saved generation config.
 
@@ -147,35 +167,156 @@ def generation_settings(eval_args: EvaluationArguments, task: Task, generation_c
     max_new_tokens = eval_args.max_new_tokens
     if max_new_tokens is None and task.output_length_from_config:  # else per batch, from its sources
         max_new_tokens = default_max_new_tokens(task, generation_config, source_tokens=0)
-    num_beams = eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams
-    settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens, "do_sample": False}
+    # transformers v5 leaves a field the saved config lacks unset (None) until generate() fills it with its
+    # default: beam 1, length penalty 1.0 (a Marian folder's config names no length penalty).
+    num_beams = eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams or 1
+    do_sample = bool(getattr(eval_args, "do_sample", False))
+    settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens, "do_sample": do_sample}
     if num_beams > 1:  # greedy has no length penalty: passing one makes generate() warn that it is ignored
-        settings["length_penalty"] = (
+        length_penalty = (
             eval_args.length_penalty
             if eval_args.length_penalty is not None
             else generation_config.length_penalty
         )
+        settings["length_penalty"] = 1.0 if length_penalty is None else length_penalty
+    for name in OPTIONAL_GENERATE_OPTIONS:  # only where the arguments have them (translate.py's do)
+        if getattr(eval_args, name, None) is not None:
+            settings[name] = getattr(eval_args, name)
     return settings
 
 
+def length_sorted_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int | None = None
+) -> list[list[int]]:
+    """The indices of `lengths` (token counts) cut into batches of similar lengths, longest first: at most
+    `batch_size` a batch and, with `max_tokens`, at most that many tokens padded to the batch's longest (a
+    longer input goes alone). Sorting pads little; the longest batch first shows at once the memory a run
+    needs. Equal lengths keep their input order, so the same inputs always make the same batches: what several
+    processes sharing the batches (translate.py) rely on to decode as one process does."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    batches: list[list[int]] = []
+    for index in order:
+        batch = batches[-1] if batches else None
+        if (
+            batch is None
+            or len(batch) == batch_size
+            or (max_tokens is not None and (len(batch) + 1) * lengths[batch[0]] > max_tokens)
+        ):
+            batches.append([index])
+        else:
+            batch.append(index)
+    return batches
+
+
+def generate_in_batches(
+    texts: Sequence[str],
+    lengths: Sequence[int],
+    decode: Callable[[list[str]], list[str]],
+    batch_size: int,
+    max_tokens: int | None = None,
+    share: tuple[int, int] = (0, 1),
+    before_batch: Callable[[int], None] | None = None,
+    after_batch: Callable[[int], None] | None = None,
+) -> dict[int, str]:
+    """`decode` (a batch of texts -> their outputs) over `texts` in `length_sorted_batches` of their token
+    `lengths`: the batching of evaluation and of translate.py, for any backend. `share` = (rank, processes):
+    this process decodes every `processes`-th batch from its rank on, and gets {index: output} for those.
+    `before_batch(number)` runs before each (to seed sampling by the batch, not by the process);
+    `after_batch(size)` after it (progress)."""
+    rank, processes = share
+    batches = length_sorted_batches(lengths, batch_size, max_tokens)
+    outputs: dict[int, str] = {}
+    for number in range(rank, len(batches), processes):
+        indices = batches[number]
+        if before_batch is not None:
+            before_batch(number)
+        for index, output in zip(indices, decode([texts[i] for i in indices]), strict=True):
+            outputs[index] = output.strip()
+        if after_batch is not None:
+            after_batch(len(indices))
+    return outputs
+
+
+class SourceLengthLimit(LogitsProcessor):
+    """Ends each source's output after its own number of new tokens, `limits[i]` (the paper's input length
+    + 50, §6.1), by forcing `</s>` next, as transformers' `ForcedEOSTokenLogitsProcessor` does at
+    `max_length`. generate() has one `max_length` for a whole batch: without this, an output could run to the
+    longest source's limit, and a sentence's translation would depend on the batch it was put in."""
+
+    def __init__(self, limits: Sequence[int], eos_token_id: int | Sequence[int]):
+        self.limits = torch.tensor(list(limits))
+        self.eos = torch.tensor([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        generated = input_ids.shape[-1] - 1  # after the decoder start token
+        rows_per_source = input_ids.shape[0] // len(self.limits)  # beams (batch-major), else 1
+        ended = (self.limits <= generated).repeat_interleave(rows_per_source).to(scores.device)
+        if not ended.any():
+            return scores
+        scores = scores.masked_fill(ended[:, None], -math.inf)
+        rows = ended.nonzero()
+        scores[rows, self.eos.to(scores.device)[None, :]] = 0
+        return scores
+
+
+def position_limit(model) -> int | None:
+    """How many positions the model's encoder and decoder take, if its config says (None: no limit known)."""
+    return getattr(model.config, "max_position_embeddings", None)
+
+
+def source_lengths(model, tokenizer, sources: Sequence[str]) -> list[int]:
+    """Each source's token count as `generate_batch` feeds it (cut to the model's positions), warning once
+    for sources that are cut."""
+    if not sources:
+        return []
+    limit = position_limit(model)
+    lengths = [len(ids) for ids in tokenizer(list(sources), verbose=False)["input_ids"]]
+    if limit is not None and any(length > limit for length in lengths):
+        cut = sum(length > limit for length in lengths)
+        logger.warning(
+            "%d input(s) longer than the model's %d positions are cut to that many tokens.",
+            cut,
+            limit,
+        )
+        lengths = [min(length, limit) for length in lengths]
+    return lengths
+
+
+def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> list[str]:
+    """One generate() call on `sources` (cut to the model's positions), decoded to text. Without
+    `max_new_tokens` in `generation`, each source's output takes at most its length + 50 tokens (§6.1),
+    whatever else is in the batch (`SourceLengthLimit`)."""
+    limit = position_limit(model)
+    batch = tokenizer(
+        sources, return_tensors="pt", padding=True, truncation=limit is not None, max_length=limit
+    ).to(model.device)
+    kwargs = dict(generation)
+    max_new_tokens = kwargs.pop("max_new_tokens", None)
+    if max_new_tokens is None:
+        limits = (batch["attention_mask"].sum(dim=1) + EXTRA_OUTPUT_TOKENS).tolist()
+        if limit is not None:  # the start token and the output are fed to the decoder (not the last </s>)
+            limits = [min(length, limit - 1) for length in limits]
+        max_new_tokens = max(limits)
+        eos = model.generation_config.eos_token_id
+        eos = tokenizer.eos_token_id if eos is None else eos
+        if eos is not None:  # a model that names no end token stops at the batch's bound
+            kwargs["logits_processor"] = LogitsProcessorList([SourceLengthLimit(limits, eos)])
+            max_new_tokens += 1  # the longest output's forced </s>
+    kwargs.update(length_limit(max_new_tokens))
+    with torch.inference_mode():
+        generated = model.generate(**batch, **kwargs)
+    return tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
 def generate_texts(model, tokenizer, sources: list[str], batch_size: int, generation: dict) -> list[str]:
-    """Generate for every source, batching sources of similar length (less padding), in input order."""
-    order = sorted(range(len(sources)), key=lambda i: len(sources[i]))
-    outputs: list[str | None] = [None] * len(sources)
+    """Generate for every source, in batches of similar token lengths (`generate_in_batches`: less padding),
+    in input order, showing progress in sentences."""
     model.eval()
-    for start in tqdm(range(0, len(order), batch_size), desc="Generating", unit="batch"):
-        indices = order[start : start + batch_size]
-        batch = tokenizer([sources[i] for i in indices], return_tensors="pt", padding=True).to(model.device)
-        kwargs = dict(generation)
-        max_new_tokens = kwargs.pop("max_new_tokens", None)
-        if max_new_tokens is None:
-            max_new_tokens = batch["input_ids"].shape[1] + EXTRA_OUTPUT_TOKENS
-        kwargs.update(length_limit(max_new_tokens))
-        with torch.inference_mode():
-            generated = model.generate(**batch, **kwargs)
-        for i, text in zip(indices, tokenizer.batch_decode(generated, skip_special_tokens=True), strict=True):
-            outputs[i] = text.strip()
-    return outputs  # type: ignore[return-value]
+    lengths = source_lengths(model, tokenizer, sources)
+    decode = functools.partial(generate_batch, model, tokenizer, generation=generation)
+    with tqdm(total=len(sources), desc="Generating", unit=" sentences") as progress:
+        outputs = generate_in_batches(sources, lengths, decode, batch_size, after_batch=progress.update)
+    return [outputs[index] for index in range(len(sources))]
 
 
 def join_examples(texts: list[str], per_text: int) -> list[str]:

@@ -184,6 +184,7 @@ def convert_to_ctranslate2(
         "max_length": generation.max_length,
         "max_position_embeddings": converter.model.config.max_position_embeddings,
         "langs": getattr(converter.model.config, "langs", None),  # the source's sentence rules
+        "task": getattr(converter.model.config, "task", None),  # how long its outputs may run
     }
     (output_dir / GENERATION_DEFAULTS_FILE).write_text(json.dumps(defaults, indent=2) + "\n")
     return output_dir

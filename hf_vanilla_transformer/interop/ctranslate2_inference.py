@@ -53,6 +53,7 @@ class CTranslate2Seq2Seq:
     Args:
         model_dir: folder written by `convert_to_ctranslate2`.
         device: "cpu", "cuda" or "auto".
+        device_index: which GPU, for "cuda".
         compute_type: CTranslate2's compute type ("default" keeps the exported weight type; "int8", "float32",
             "int8_float16", ... convert at load time).
         intra_threads: threads per translation (0: CTranslate2's default).
@@ -64,6 +65,7 @@ class CTranslate2Seq2Seq:
         device: str = "cpu",
         compute_type: str = "default",
         intra_threads: int = 0,
+        device_index: int = 0,
     ):
         model_dir = Path(model_dir)
         for required in ("model.bin", "tokenizer.json", GENERATION_DEFAULTS_FILE):
@@ -74,7 +76,11 @@ class CTranslate2Seq2Seq:
                     "(scripts/export_ctranslate2.py)."
                 )
         self.translator = ctranslate2.Translator(
-            str(model_dir), device=device, compute_type=compute_type, intra_threads=intra_threads
+            str(model_dir),
+            device=device,
+            device_index=device_index,
+            compute_type=compute_type,
+            intra_threads=intra_threads,
         )
         self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
         # CTranslate2 takes ragged batches; padding ids would be read as real source tokens.
@@ -88,9 +94,23 @@ class CTranslate2Seq2Seq:
         max_new_tokens: int | None = None,
         length_penalty: float | None = None,
         max_batch_size: int = 0,
+        do_sample: bool = False,
+        top_k: int | None = None,
+        top_p: float | None = None,
+        temperature: float | None = None,
+        repetition_penalty: float | None = None,
+        no_repeat_ngram_size: int | None = None,
+        min_new_tokens: int | None = None,
     ) -> list[list[int]]:
         """Decode token-id inputs (with their `</s>`, as our tokenizer makes them); returns the generated ids
-        without the decoder start token and without `</s>`."""
+        without the decoder start token and without `</s>`. The options are generate()'s, with its defaults
+        (sampling from the 50 likeliest tokens); CTranslate2 samples with one beam only."""
+        num_beams = num_beams or self.defaults["num_beams"]
+        if do_sample and num_beams > 1:
+            raise ValueError(
+                f"CTranslate2 samples with one beam, not num_beams={num_beams}: pass num_beams=1 with "
+                "do_sample=True."
+            )
         limit = self.defaults["max_position_embeddings"]
         too_long = [index for index, ids in enumerate(source_ids) if len(ids) > limit]
         if too_long:
@@ -101,13 +121,18 @@ class CTranslate2Seq2Seq:
         tokens = [[self.tokenizer.id_to_token(index) for index in ids] for ids in source_ids]
         results = self.translator.translate_batch(
             tokens,
-            beam_size=num_beams or self.defaults["num_beams"],
+            beam_size=num_beams,
             length_penalty=self.defaults["length_penalty"] if length_penalty is None else length_penalty,
             max_decoding_length=max_new_tokens or self.defaults["max_length"],
             # CTranslate2 forbids an empty output by default; generate() does not (min_length 0), and an
             # immediate </s> must decode the same on both.
-            min_decoding_length=0,
+            min_decoding_length=min_new_tokens or 0,
             max_batch_size=max_batch_size,
+            sampling_topk=(50 if top_k is None else top_k) if do_sample else 1,
+            sampling_topp=1.0 if top_p is None else top_p,
+            sampling_temperature=1.0 if temperature is None else temperature,
+            repetition_penalty=1.0 if repetition_penalty is None else repetition_penalty,
+            no_repeat_ngram_size=no_repeat_ngram_size or 0,
         )
         return [[self.tokenizer.token_to_id(token) for token in result.hypotheses[0]] for result in results]
 

@@ -1,0 +1,99 @@
+"""How the WMT14 recipe's data path grows with the corpus: every stage (prepare, tokenizer, tokenization and
+the first training steps, two processes, streaming, averaging, evaluation, translating a file) run as a user
+runs it on a synthetic corpus of WMT14's schema and length, at each size given, timed, with its peak RSS, peak
+anonymous memory and time to the first training step. The measurements live in
+`scripts/benchmarks/corpus_scale.py`; docs/benchmarks.md has the table.
+
+    python scripts/benchmark_corpus.py --multi30k path/to/multi30k --sizes 450000 4500000  # an hour, 2 cores
+
+--multi30k is a folder of Multi30k's raw files (train.de.gz, ...), whose sentences the corpus is made of. Run
+it alone on the machine: stages run beside other work measure that work too.
+"""
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from benchmarks.corpus_scale import (
+    STAGES,
+    StageResult,
+    disk_table,
+    markdown_table,
+    run_size,
+    speed_table,
+    translate_speed,
+)
+from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import MissingPathError, UsageError
+from hf_vanilla_transformer.outputs import check_output_location
+
+
+@dataclass
+class CorpusBenchmarkArguments:
+    multi30k: str | None = field(
+        default=None, metadata={"help": "Folder of Multi30k's raw files, e.g. train.de.gz (the sentences)."}
+    )
+    sizes: list[int] = field(
+        default_factory=lambda: [450_000, 4_500_000], metadata={"help": "Training pairs of each corpus."}
+    )
+    vocab_size: int = field(default=37_000, metadata={"help": "The recipe's joint BPE vocabulary."})
+    stages: list[str] = field(
+        default_factory=lambda: list(STAGES),
+        metadata={"help": "Stages beyond the recipe's own.", "choices": list(STAGES)},
+    )
+    translate_lines: int = field(
+        default=3003, metadata={"help": "Lines of the file the translate stage reads."}
+    )
+    output_dir: str = field(
+        default="outputs/corpus_benchmark",
+        metadata={"help": "Where the corpora, data, runs and logs go, and results.json."},
+    )
+    overwrite: bool = field(default=False, metadata={"help": "Replace --output_dir (an earlier run's)."})
+    translate_speed: bool = field(
+        default=True,
+        metadata={
+            "help": "Also time translate.py on one file: our model, MarianMTModel of the same size and the "
+            "CTranslate2 export (shape S, random weights, 30 new tokens a line)."
+        },
+    )
+    markdown_from: str | None = field(
+        default=None, metadata={"help": "Print the table from an earlier run's results.json and stop."}
+    )
+
+
+def main() -> None:
+    (args,) = parse_arguments(CorpusBenchmarkArguments, description=__doc__)
+    if args.markdown_from:
+        try:
+            results = [StageResult(**row) for row in json.loads(Path(args.markdown_from).read_text())]
+        except (OSError, ValueError, TypeError) as error:
+            raise UsageError(f"--markdown_from {args.markdown_from}: {error}") from None
+        print(f"{markdown_table(results)}\n\n{disk_table(results)}")
+        return
+    if args.multi30k is None:
+        raise UsageError(
+            "--multi30k is needed: a folder of Multi30k's raw files (train.de.gz, val.de.gz, ...)."
+        )
+    if not (Path(args.multi30k) / "train.de.gz").is_file():
+        raise MissingPathError(f"--multi30k {args.multi30k} has no train.de.gz: give Multi30k's raw files.")
+    check_output_location(args.output_dir, args.overwrite)
+    output_dir = Path(args.output_dir)
+    if args.overwrite and output_dir.exists():
+        import shutil
+
+        shutil.rmtree(output_dir)
+    results = []
+    for size in args.sizes:
+        results += run_size(
+            output_dir, Path(args.multi30k), size, args.vocab_size, args.stages, args.translate_lines
+        )
+        (output_dir / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
+    print(f"\n{markdown_table(results)}\n\n{disk_table(results)}\n\nWrote {output_dir / 'results.json'}")
+    if args.translate_speed:
+        rows = translate_speed(output_dir)
+        (output_dir / "translate_speed.json").write_text(json.dumps(rows, indent=2))
+        print(f"\n{speed_table(rows)}\n\nWrote {output_dir / 'translate_speed.json'}")
+
+
+if __name__ == "__main__":
+    run_script(main)

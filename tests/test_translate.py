@@ -1,0 +1,343 @@
+"""scripts/translate.py: files in, translations out, a line for a line. Lines come back in input order
+whatever they were batched with; no more than a window of lines is held; an interrupted output is continued to
+what an uninterrupted run writes, and a file the command did not start is not replaced; stdin to stdout; two
+processes under `accelerate launch` write what one writes; the CTranslate2 backend; a line as a text of
+sentences."""
+
+import functools
+import io
+import random
+import sys
+
+import pytest
+import torch
+
+from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.evaluation import translating
+from hf_vanilla_transformer.evaluation.generation import EXTRA_OUTPUT_TOKENS
+from hf_vanilla_transformer.evaluation.translating import RECORD_SUFFIX, translate_lines
+from hf_vanilla_transformer.saving import save_model_folder
+
+from .conftest import WORDS, make_word_tokenizer, tiny_config
+from .script_runner import run_script_file
+from .test_scale_out import accelerate_launch
+
+POSITIONS = 64
+ONE_THREAD = {"OMP_NUM_THREADS": "1"}  # as each process under accelerate launch has it: the same arithmetic
+
+
+@pytest.fixture(scope="module")
+def model_folder(tmp_path_factory):
+    """A tiny random model of the word tokenizer: its outputs differ from line to line, and most run to their
+    length bound, so a bound taken from another line would show."""
+    tokenizer = make_word_tokenizer()
+    torch.manual_seed(0)
+    config = tiny_config(
+        vocab_size=len(tokenizer), max_position_embeddings=POSITIONS, langs=["de", "en"], task="translation"
+    )
+    folder = tmp_path_factory.mktemp("translate") / "model"
+    save_model_folder(VanillaTransformerForConditionalGeneration(config).eval(), tokenizer, folder)
+    return folder
+
+
+def _lines(count: int, seed: int = 0) -> list[str]:
+    """Lines of 1 to 30 words, a blank one among them: lengths that sorting regroups."""
+    rng = random.Random(seed)
+    lines = [" ".join(rng.choices(WORDS, k=rng.choice([1, 2, 5, 12, 30]))) for _ in range(count)]
+    lines[3] = ""
+    return lines
+
+
+def _write(path, lines: list[str]):
+    path.write_text("".join(f"{line}\n" for line in lines), encoding="utf-8")
+    return path
+
+
+def _translate(cwd, *args, check=True):
+    result = run_script_file("translate.py", *args, cwd=cwd, env=ONE_THREAD)
+    if check:
+        assert result.returncode == 0, result.stderr[-3000:]
+    return result
+
+
+def _output_lines(path) -> list[str]:
+    return path.read_text(encoding="utf-8").split("\n")[:-1]
+
+
+def _refusal(result) -> str:
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and len(lines) == 1, result.stderr[-3000:]
+    assert lines[0].startswith("error: ")
+    return lines[0]
+
+
+def test_lines_come_back_in_input_order_whatever_they_are_batched_with(model_folder, tmp_path):
+    """Batched by token length in windows smaller than the file (beam 4, the saved config), each line's output
+    is the one it gets translated alone: in its place, bounded by its own length + 50 tokens (§6.1), not by
+    its batch's longest."""
+    lines = _lines(20)
+    source = _write(tmp_path / "in.txt", lines)
+    common = ["--model", model_folder, "--input", source, "--device", "cpu"]
+    batching = ["--window", "8", "--batch_size", "4", "--max_tokens", "60"]
+    _translate(tmp_path, *common, *batching, "--output", tmp_path / "batched.txt")
+    _translate(tmp_path, *common, "--window", "1", "--output", tmp_path / "alone.txt")
+    batched, alone = _output_lines(tmp_path / "batched.txt"), _output_lines(tmp_path / "alone.txt")
+    assert batched == alone and len(batched) == len(lines)
+    assert batched[3] == "" and len(set(batched)) > 8  # the blank line; outputs that tell lines apart
+    # Word-level tokens: an output's words are its tokens. Short lines batched with 30-word ones stop at
+    # their own bound; the longest stop at the decoder's positions.
+    bounds = [min(len(line.split()) + 1 + EXTRA_OUTPUT_TOKENS, POSITIONS - 1) for line in lines]
+    assert all(len(out.split()) <= bound for out, bound in zip(batched, bounds, strict=True))
+    assert any(len(out.split()) == bound < POSITIONS - 1 for out, bound in zip(batched, bounds, strict=True))
+    assert not (tmp_path / f"batched.txt{RECORD_SUFFIX}").exists()  # complete: no record left behind
+
+
+class _EchoBackend:
+    """Upper-cases each text; records the batches it was given."""
+
+    def __init__(self):
+        self.batches = []
+
+    def lengths(self, texts):
+        return [len(text.split()) for text in texts]
+
+    def decode(self, texts):
+        self.batches.append(list(texts))
+        return [text.upper() for text in texts]
+
+
+def test_no_more_than_a_window_of_lines_is_held():
+    """A file of 200 lines through a window of 16: the input is read lazily, never more than 16 lines ahead of
+    what was written; each window is written whole, in input order, its batches sorted by length."""
+    lines = _lines(200, seed=1)
+    read, written, held = [], [], []
+
+    def reader():
+        for line in lines:
+            held.append(len(read) - len(written))
+            read.append(line)
+            yield line
+
+    backend = _EchoBackend()
+    count = translate_lines(reader(), backend, written.extend, window=16, batch_size=5)
+    assert count == len(lines) and written == [line.upper() for line in lines]
+    assert max(held) == 15  # the 16th line of a window is read while 15 are held
+    assert len(read) == len(lines)
+    for batch in backend.batches:
+        sizes = [len(text.split()) for text in batch]
+        assert len(batch) <= 5 and sizes == sorted(sizes, reverse=True)
+    # Continued after line 21, windows still end at multiples of 16: the rest is cut as it was.
+    windows = list(translating.line_windows(iter(lines[21:]), 21, 16))
+    assert [(start, len(chunk)) for start, chunk in windows[:3]] == [(21, 11), (32, 16), (48, 16)]
+
+
+def test_an_interrupted_output_is_continued_to_what_an_uninterrupted_run_writes(
+    model_folder, tmp_path, monkeypatch
+):
+    lines = _lines(40, seed=2)
+    source = _write(tmp_path / "in.txt", lines)
+    common = ["--model", model_folder, "--input", source, "--window", "8"]
+    common += ["--num_beams", "1", "--device", "cpu"]
+    _translate(tmp_path, *common, "--output", tmp_path / "whole.txt")
+    expected = (tmp_path / "whole.txt").read_bytes()
+
+    # Ctrl-C in the third window: two windows are written, and the record says what they translate.
+    output, record = tmp_path / "out.txt", tmp_path / f"out.txt{RECORD_SUFFIX}"
+    decode, calls = translating.TransformersBackend.decode, []
+
+    def interrupted(self, texts):
+        calls.append(len(texts))
+        if sum(calls) > 16:
+            raise KeyboardInterrupt
+        return decode(self, texts)
+
+    monkeypatch.setattr(translating.TransformersBackend, "decode", interrupted)
+    result = _translate(tmp_path, *common, "--output", output, "--batch_size", "1", check=False)
+    monkeypatch.undo()
+    assert result.returncode == 130 and record.is_file()
+    assert _output_lines(output) == _output_lines(tmp_path / "whole.txt")[:16]
+    # ... and a kill in the middle of writing the next window leaves a line cut short.
+    with open(output, "ab") as file:
+        file.write(b"two tw")
+
+    other = _translate(tmp_path, *common, "--output", output, "--num_beams", "2", check=False)
+    assert "is an unfinished translation of another generation" in _refusal(other)
+    result = _translate(tmp_path, *common, "--output", output)
+    assert "continuing after line 16" in result.stderr
+    assert output.read_bytes() == expected and not record.exists()
+
+    # Complete, it is not translated again unasked; with --overwrite it is.
+    again = _translate(tmp_path, *common, "--output", output, check=False)
+    assert _refusal(again) == (
+        f"error: {output} exists and is no unfinished translation (no out.txt{RECORD_SUFFIX} beside it): "
+        "pass --overwrite to replace it, or give another --output."
+    )
+    _translate(tmp_path, *common, "--output", output, "--overwrite")
+    assert output.read_bytes() == expected
+
+
+def test_a_file_the_command_did_not_start_is_never_written(model_folder, tmp_path):
+    source = _write(tmp_path / "in.txt", ["ein hund"])
+    notes = _write(tmp_path / "notes.txt", ["my notes"])
+    common = ["--model", model_folder, "--device", "cpu"]
+    result = _translate(tmp_path, *common, "--input", source, "--output", notes, check=False)
+    assert "notes.txt exists and is no unfinished translation" in _refusal(result)
+    result = _translate(tmp_path, *common, "--input", source, "--output", source, "--overwrite", check=False)
+    assert _refusal(result) == (
+        f"error: --output {source} is the --input being read: writing there would replace it; give "
+        "another --output."
+    )
+    assert notes.read_text() == "my notes\n" and source.read_text() == "ein hund\n"
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        (["--input", "missing.txt"], "No --input file missing.txt"),
+        (["--window", "0"], "--window must be at least 1, got 0"),
+        (["--top_k", "5"], "--top_k applies to sampling: pass --do_sample true"),
+        (["--backend", "ctranslate2"], "is no CTranslate2 export"),
+        (["--device", "gpu7"], "--device 'gpu7' is not a device"),
+        (["--model", "."], "is a folder without config.json, so not a saved model folder"),
+    ],
+)
+def test_bad_input_is_refused_in_one_line(model_folder, tmp_path, options, message):
+    result = _translate(tmp_path, "--model", model_folder, *options, check=False)
+    assert message in _refusal(result)
+
+
+def test_standard_input_to_standard_output(model_folder, tmp_path, monkeypatch):
+    lines = _lines(10, seed=3)
+    source = _write(tmp_path / "in.txt", lines)
+    common = ["--model", model_folder, "--num_beams", "1", "--max_new_tokens", "6", "--device", "cpu"]
+    _translate(tmp_path, *common, "--input", source, "--output", tmp_path / "out.txt")
+    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(source.read_bytes()), encoding="utf-8"))
+    result = _translate(tmp_path, *common)
+    assert result.stdout == (tmp_path / "out.txt").read_text(encoding="utf-8")
+    assert len(result.stdout.splitlines()) == len(lines)
+
+
+def test_two_processes_write_what_one_writes(model_folder, tmp_path):
+    """Under `accelerate launch` on two CPU processes (gloo), each decoding every other batch of each window,
+    the main process writes the output one process writes, byte for byte."""
+    source = _write(tmp_path / "in.txt", _lines(30, seed=4))
+    common = ["--model", model_folder, "--input", source, "--window", "12"]
+    common += ["--batch_size", "3", "--device", "cpu"]
+    _translate(tmp_path, *common, "--output", tmp_path / "one.txt")
+    accelerate_launch("multi_gpu", "scripts/translate.py", *common, "--output", tmp_path / "two.txt")
+    assert (tmp_path / "two.txt").read_bytes() == (tmp_path / "one.txt").read_bytes()
+    assert not (tmp_path / f"two.txt{RECORD_SUFFIX}").exists()
+
+
+class _Gathering(translating.Processes):
+    """One of two processes, run alone: what it would hand to the others is kept."""
+
+    def all_gather(self, items):
+        self.items = items
+        return items
+
+
+def test_each_process_samples_its_share_as_one_process_would(model_folder):
+    """Sampling, seeded by each batch's place in the input: the two halves of the batches, decoded by two
+    processes, are what one process decodes, whichever process draws them."""
+    from hf_vanilla_transformer.saving import load_model_folder
+
+    model, tokenizer = load_model_folder(model_folder)
+    generation = {"num_beams": 1, "max_new_tokens": None, "do_sample": True, "top_k": 5}
+    backend = translating.TransformersBackend(model, tokenizer, generation)
+    lines = _lines(12, seed=7)
+    translate = functools.partial(translating.translate_window, lines, backend, 2, seed=11, first_line=24)
+    one = translate()
+    processes = [_Gathering(rank, 2) for rank in (0, 1)]
+    for process in processes:
+        translate(processes=process)
+    shares = [dict(process.items) for process in processes]
+    assert shares[0] and shares[1] and not set(shares[0]) & set(shares[1])
+    keep = [index for index, line in enumerate(lines) if line]
+    two = [""] * len(lines)
+    for index, output in {**shares[0], **shares[1]}.items():
+        two[keep[index]] = output
+    assert two == one
+    assert one != translate(seed=12)  # the seed matters: the comparison above is not between greedy outputs
+
+
+def test_ctranslate2_backend_translates_as_its_export_and_as_generate(model_folder, tmp_path):
+    """On the CTranslate2 export of the model, each line as `CTranslate2Seq2Seq.generate` translates it alone,
+    and (greedy, float32) as the transformers backend does: token for token."""
+    pytest.importorskip("ctranslate2")
+    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.interop.ctranslate2_inference import CTranslate2Seq2Seq
+
+    exported = convert_to_ctranslate2(model_folder, tmp_path / "ct2")
+    c_txt, t_txt = tmp_path / "c.txt", tmp_path / "t.txt"
+    lines = _lines(16, seed=5)
+    source = _write(tmp_path / "in.txt", lines)
+    common = ["--input", source, "--window", "6", "--batch_size", "4", "--num_beams", "1"]
+    common += ["--max_new_tokens", "30"]
+    _translate(tmp_path, "--model", exported, "--backend", "ctranslate2", *common, "--output", c_txt)
+    _translate(tmp_path, "--model", model_folder, "--device", "cpu", *common, "--output", t_txt)
+    ct2 = CTranslate2Seq2Seq(exported, intra_threads=1)
+    alone = [
+        ct2.generate([line], split_sentences=False, num_beams=1, max_new_tokens=30)[0] if line else ""
+        for line in lines
+    ]
+    assert _output_lines(c_txt) == alone == _output_lines(t_txt)
+    assert sum(bool(text) for text in alone) >= 8  # the tiny model writes <unk>s, which decode to nothing
+    # No </s> before --min_new_tokens, on both backends alike: what lets a benchmark time equal outputs.
+    common += ["--min_new_tokens", "30"]
+    _translate(
+        tmp_path, "--model", exported, "--backend", "ctranslate2", *common, "--output", c_txt, "--overwrite"
+    )
+    _translate(
+        tmp_path, "--model", model_folder, "--device", "cpu", *common, "--output", t_txt, "--overwrite"
+    )
+    assert _output_lines(c_txt) == _output_lines(t_txt)
+    ids = [ct2.tokenizer.encode(line).ids for line in lines if line]
+    lengths = {len(out) for out in ct2.generate_ids(ids, num_beams=1, min_new_tokens=30, max_new_tokens=30)}
+    assert lengths == {30}
+
+
+def test_split_sentences_translates_each_line_as_a_text(model_folder, tmp_path):
+    """Each line split into its sentences (the model's recorded source language's rules), each translated as
+    it is alone, joined again into one output line."""
+    first, second, third = "Ein hund läuft im park.", "Zwei katzen schlafen.", "A dog runs in the park."
+    texts = [f"{first} {second}", "", f"{third} {first} {second}", second]
+    common = ["--model", model_folder, "--num_beams", "1", "--device", "cpu"]
+    _write(tmp_path / "sentences.txt", [first, second, third])
+    _translate(tmp_path, *common, "--input", tmp_path / "sentences.txt", "--output", tmp_path / "s.txt")
+    one, two, three = _output_lines(tmp_path / "s.txt")
+    assert one and two and three
+    source = _write(tmp_path / "texts.txt", texts)
+    split = _translate(tmp_path, *common, "--input", source, "--split_sentences", "true").stdout
+    assert split.split("\n")[:-1] == [f"{one} {two}", "", f"{three} {one} {two}", two]
+    whole = _translate(tmp_path, *common, "--input", source).stdout
+    assert whole.split("\n")[0] != f"{one} {two}"  # handed whole, a text translates otherwise
+
+
+def test_a_marian_folder_translates_as_its_generate_does(tmp_path):
+    """Any `AutoModelForSeq2SeqLM` folder, here a tiny `MarianMTModel` (whose saved generation config names a
+    beam but no length penalty): each line as the model's own generate() translates it alone."""
+    from transformers import MarianConfig, MarianMTModel
+
+    tokenizer = make_word_tokenizer()
+    torch.manual_seed(0)
+    config = MarianConfig(
+        vocab_size=len(tokenizer), d_model=32, encoder_layers=2, decoder_layers=2, encoder_attention_heads=4,
+        decoder_attention_heads=4, encoder_ffn_dim=64, decoder_ffn_dim=64, max_position_embeddings=POSITIONS,
+        pad_token_id=0, eos_token_id=2, decoder_start_token_id=0, forced_eos_token_id=2,
+    )  # fmt: skip
+    model = MarianMTModel(config).eval()
+    model.generation_config.num_beams = 3
+    model.save_pretrained(tmp_path / "marian")
+    tokenizer.save_pretrained(tmp_path / "marian")
+    lines = _lines(8, seed=6)
+    source = _write(tmp_path / "in.txt", lines)
+    result = _translate(tmp_path, "--model", tmp_path / "marian", "--input", source, "--batch_size", "3")
+    expected = []
+    for line in lines:
+        batch = tokenizer([line], return_tensors="pt")
+        with torch.inference_mode():
+            ids = model.generate(**batch, max_new_tokens=batch["input_ids"].shape[1] + EXTRA_OUTPUT_TOKENS)
+        expected.append(tokenizer.decode(ids[0], skip_special_tokens=True).strip() if line else "")
+    assert result.stdout.split("\n")[:-1] == expected
+    assert sum(bool(text) for text in expected) >= 6

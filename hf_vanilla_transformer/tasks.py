@@ -118,7 +118,8 @@ class Task:
         train_sources,
         args: DataArguments,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Extra metrics and extra report sections (breakdowns) of an evaluation report."""
+        """Extra metrics and extra report sections (breakdowns) of an evaluation report; `train_sources`, when
+        not None, reads the training sources when called."""
         return {}, {}
 
     tokenizer_option_names: tuple[str, ...] = ()  # the task's own switches of `train_tokenizer`
@@ -263,7 +264,8 @@ class SeriesTask(Task):
         return load_series_metric()
 
     def report_details(self, metric, sources, predictions, references, train_sources, args):
-        return {}, series_breakdowns(sources, predictions, references, train_sources)
+        seen = train_sources() if train_sources is not None else None
+        return {}, series_breakdowns(sources, predictions, references, seen)
 
     def tokenizer_options(self, **options):
         if options.get("integer_digits") and options.get("tutorial_vocabulary"):

@@ -21,6 +21,8 @@ save it to disk.
 import logging
 from dataclasses import dataclass, field
 
+import pyarrow
+
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.data.translation import load_translation_dataset, tokenize_translation
 from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location
@@ -56,6 +58,10 @@ class PrepareArguments:
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     (args,) = parse_arguments(PrepareArguments, description=__doc__)
+    # Arrow's default pool (mimalloc) keeps what converting data files to Arrow freed, and more of it the
+    # more files: its peak grew 1.6x from 450k to 4.5M pairs, the system allocator's 1.3x
+    # (docs/benchmarks.md, corpora of millions of pairs).
+    pyarrow.set_memory_pool(pyarrow.system_memory_pool())
     tokenized_dir = args.tokenized_output_dir or f"{args.output_dir}-tokenized"
     check_output_location(args.output_dir, args.overwrite)
     tokenizer = None

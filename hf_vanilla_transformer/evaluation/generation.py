@@ -394,9 +394,13 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
 
     metric = task.load_metric()
     metrics = task.score(metric, predictions, references)
-    train_sources = None
-    if "train" in raw and eval_args.split != "train":
-        train_sources = load_split_texts(data_args, raw["train"])[0]
+
+    def read_train_sources() -> list[str]:
+        return load_split_texts(data_args, raw["train"])[0]
+
+    # Read only by a task that asks (series, for its overlap breakdown): a corpus of millions of training
+    # pairs as Python strings is gigabytes that a translation report has no use for.
+    train_sources = read_train_sources if "train" in raw and eval_args.split != "train" else None
     extra_metrics, details = task.report_details(
         metric, sources, predictions, references, train_sources, data_args
     )

@@ -23,6 +23,7 @@ INPUT_OPTIONS = (
     "run_dir",
     "text_files",
     "multi30k",
+    "library_speed_of",
     "input",
     "compare",
     "recipe",

@@ -4,7 +4,7 @@ runs it on a synthetic corpus of WMT14's schema and length, at each size given, 
 anonymous memory and time to the first training step. The measurements live in
 `scripts/benchmarks/corpus_scale.py`; docs/benchmarks.md has the table.
 
-    python scripts/benchmark_corpus.py --multi30k path/to/multi30k --sizes 450000 4500000  # an hour, 2 cores
+    python scripts/benchmark_corpus.py --multi30k path/to/multi30k --sizes 450000 4500000  # 25 min, 2 cores
 
 --multi30k is a folder of Multi30k's raw files (train.de.gz, ...), whose sentences the corpus is made of. Run
 it alone on the machine: stages run beside other work measure that work too.
@@ -21,6 +21,7 @@ from benchmarks.corpus_scale import (
     markdown_table,
     run_size,
     speed_table,
+    tokenizer_library_speed,
     translate_speed,
 )
 from hf_vanilla_transformer.cli import parse_arguments, run_script
@@ -56,6 +57,13 @@ class CorpusBenchmarkArguments:
             "CTranslate2 export (shape S, random weights, 30 new tokens a line)."
         },
     )
+    library_speed_of: str | None = field(
+        default=None,
+        metadata={
+            "help": "Print the tokenizers library's own sentences/s on an earlier run's folder of one size "
+            "(e.g. outputs/corpus_benchmark/4500000), what the tokenization stage compares with, and stop."
+        },
+    )
     markdown_from: str | None = field(
         default=None, metadata={"help": "Print the table from an earlier run's results.json and stop."}
     )
@@ -69,6 +77,12 @@ def main() -> None:
         except (OSError, ValueError, TypeError) as error:
             raise UsageError(f"--markdown_from {args.markdown_from}: {error}") from None
         print(f"{markdown_table(results)}\n\n{disk_table(results)}")
+        return
+    if args.library_speed_of:
+        folder = Path(args.library_speed_of)
+        if not (folder / "tokenizer" / "tokenizer.json").is_file():
+            raise MissingPathError(f"--library_speed_of {folder} holds no tokenizer/: give a size's folder.")
+        print(json.dumps(tokenizer_library_speed(folder / "tokenizer", folder / "data")))
         return
     if args.multi30k is None:
         raise UsageError(

@@ -381,3 +381,25 @@ def speed_table(rows: list[dict]) -> str:
             f"| {row['decoder']} | {row['lines_per_second']:.1f} | {row['lines_per_second'] / ours:.2f} |"
         )
     return "\n".join(lines)
+
+
+def tokenizer_library_speed(tokenizer_dir: Path, data_dir: Path, pairs: int = 200_000) -> dict:
+    """Sentences per second of the `tokenizers` library alone (`Tokenizer.encode_batch`, its own threads, one
+    per core) on the first `pairs` training pairs of a prepared data set, both sides: the speed the
+    tokenization stage is compared with."""
+    from datasets import load_from_disk
+    from tokenizers import Tokenizer
+
+    tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
+    train = load_from_disk(str(data_dir))["train"]
+    rows = train.select(range(min(pairs, train.num_rows)))["translation"]
+    texts = [pair[language] for pair in rows for language in ("en", "de")]
+    start = time.perf_counter()
+    for begin in range(0, len(texts), 10_000):
+        tokenizer.encode_batch(texts[begin : begin + 10_000])
+    seconds = time.perf_counter() - start
+    return {
+        "sentences": len(texts),
+        "seconds": round(seconds, 1),
+        "sentences_per_second": round(len(texts) / seconds),
+    }

@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from hf_vanilla_transformer.training.streaming import StreamedTokenBudgetBatches
 
+from .conftest import WORDS
 from .script_runner import run_script_file
 from .test_scale_out import accelerate_launch
 from .test_train_scripts import RECIPE, ROOT
@@ -181,3 +182,16 @@ def test_streaming_without_a_step_count_is_refused_before_reading(translation_da
     assert result.returncode == 2
     assert "A stream has no length to count epochs in: set --max_steps for --streaming." in result.stderr
     assert "Tokenizing" not in result.stderr
+
+
+def test_a_streamed_pair_too_long_is_dropped_as_it_comes(word_tokenizer):
+    from hf_vanilla_transformer.data.preprocessing import tokenize_stream
+
+    words = WORDS[4:9]
+    pairs = [{"de": " ".join(words[:n]), "en": " ".join(words[: 6 - n])} for n in (1, 5, 2)]
+    pairs[1]["de"] = " ".join(words * 3)  # 16 tokens with </s>, over the limit of 8
+    rows = Dataset.from_dict({"translation": pairs, "note": ["a", "b", "c"]}).to_iterable_dataset()
+    stream = tokenize_stream(rows, word_tokenizer, ("translation", "de"), ("translation", "en"), 8, 8)
+    examples = list(stream)
+    assert [len(example["input_ids"]) for example in examples] == [2, 3]
+    assert sorted(examples[0]) == ["attention_mask", "input_ids", "labels"]

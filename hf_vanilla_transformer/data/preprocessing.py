@@ -167,9 +167,12 @@ def tokenize_stream(
 ) -> IterableDataset:
     """`tokenize_pairs` for a stream: tokenized as it is read, too-long pairs dropped as they come (uncounted:
     a stream has no end to count at)."""
-    return stream.map(
+    # The text columns go in the map itself: a batch that drops pairs cannot keep a column of full length.
+    texts = sorted({source[0], target[0]})
+    return stream.select_columns(texts).map(
         _tokenize_batch,
         batched=True,
+        remove_columns=texts,
         fn_kwargs={
             "tokenizer": tokenizer,
             "source": source,
@@ -177,11 +180,7 @@ def tokenize_stream(
             "max_source_length": max_source_length,
             "max_target_length": max_target_length,
         },
-    ).select_columns(list(TOKENIZED_COLUMNS))
-
-
-# What tokenizing leaves of a pair: the model's inputs.
-TOKENIZED_COLUMNS = ("input_ids", "attention_mask", "labels")
+    )
 
 
 def build_seq2seq_collator(

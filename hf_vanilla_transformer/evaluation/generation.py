@@ -238,10 +238,10 @@ def generate_in_batches(
 
 
 class SourceLengthLimit(LogitsProcessor):
-    """Ends each source's output after its own number of new tokens, `limits[i]` (the paper's input length
-    + 50, §6.1), by forcing `</s>` next, as transformers' `ForcedEOSTokenLogitsProcessor` does at
-    `max_length`. generate() has one `max_length` for a whole batch: without this, an output could run to the
-    longest source's limit, and a sentence's translation would depend on the batch it was put in."""
+    """Ends each source's output once it holds its own number of new tokens, `limits[i]` (the paper's input
+    length + 50, §6.1), by forcing `</s>` as the next token (so `</s>` is the limit's one more). generate()
+    has one `max_length` for a whole batch: without this, an output could run to the longest source's limit,
+    and a sentence's translation would depend on the batch it was put in."""
 
     def __init__(self, limits: Sequence[int], eos_token_id: int | Sequence[int]):
         self.limits = torch.tensor(list(limits))

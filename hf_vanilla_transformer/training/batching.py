@@ -153,7 +153,7 @@ class TokenBudgetBatchSampler(BatchRebalanceSampler):
             batch_max = new_max
         if len(lengths):
             starts.append(start)
-        ends = starts[1:] + [len(lengths)]
+        ends = starts[1:] + [len(lengths)] if starts else []
         if self.num_replicas > 1 and len(starts) % self.num_replicas:
             # Padded with repeated batches so that every rank takes the same number of steps.
             missing = self.num_replicas - len(starts) % self.num_replicas

@@ -23,7 +23,7 @@ from datasets import IterableDataset
 from datasets.distributed import split_dataset_by_node
 
 from ..errors import CorruptFileError, UsageError
-from .batching import BATCH_ORDERS, TokenBudgetBatchSampler
+from .batching import BATCH_ORDERS, token_budget_sampler
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,8 @@ class StreamedTokenBudgetBatches(torch.utils.data.IterableDataset):
     The stream is read `buffer_size` examples at a time; each buffer is cut into batches as
     `TokenBudgetBatchSampler` cuts a corpus (by `batch_order`, at most `max_tokens` padded tokens each) and
     its batches come in an order shuffled with the seed, the epoch and the buffer's number. At the stream's
-    end the next epoch starts (`IterableDataset.set_epoch`: the shard order changes for shuffled streams).
+    end the next epoch starts, reading the stream in the same order: a corpus grouped by source should be
+    shuffled once on disk.
 
     `state_dict()` is where the batches stand after the last one handed out: the stream's state where the
     current buffer began, and how many of its batches are done. A run resumed from it re-reads that one buffer
@@ -71,16 +72,8 @@ class StreamedTokenBudgetBatches(torch.utils.data.IterableDataset):
         self._state = copy.deepcopy(state)
 
     def _batches(self, examples: list[dict], seed: int) -> list[list[int]]:
-        sources = [len(example["input_ids"]) for example in examples]
-        targets = [len(example["labels"]) for example in examples]
-        lengths = [max(pair) for pair in zip(sources, targets, strict=True)]
-        first = lengths if self.batch_order == "padded_length" else sources
-        sampler = TokenBudgetBatchSampler(
-            lengths,
-            self.max_tokens,
-            sort_keys=list(zip(first, targets, strict=True)),
-            batch_size_multiple=self.batch_size_multiple,
-            seed=seed,
+        sampler = token_budget_sampler(
+            examples, self.max_tokens, self.batch_order, self.batch_size_multiple, seed=seed
         )
         return list(sampler)
 
@@ -108,7 +101,8 @@ class StreamedTokenBudgetBatches(torch.utils.data.IterableDataset):
                 self._state = state
             if state["buffer"] == 0:
                 raise UsageError(
-                    "The training stream holds no pair within --max_source_length and --max_target_length."
+                    "This process's share of the training stream holds no pair: the stream is empty, has "
+                    "fewer pairs than processes, or none within --max_source_length and --max_target_length."
                 )
             state = {"epoch": state["epoch"] + 1, "buffer": 0, "stream": None, "batches_done": 0}
             self._state = state
@@ -159,6 +153,8 @@ def load_stream_state(
         raise CorruptFileError(
             f"{path} does not parse ({error}): resume from an earlier checkpoint."
         ) from None
+    if not isinstance(record, dict) or "world_size" not in record:
+        raise CorruptFileError(f"{path} records no world_size: resume from an earlier checkpoint.")
     saved_world = record.pop("world_size")
     if saved_world != world_size:
         raise UsageError(

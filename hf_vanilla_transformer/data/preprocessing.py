@@ -38,8 +38,8 @@ def _not_the_too_long_warning(record: logging.LogRecord) -> bool:
 
 def _calls_rust_directly(tokenizer: PreTrainedTokenizerBase) -> bool:
     # The generic fast tokenizer (our trained ones) treats targets as sources and, with no truncation or
-    # padding saved, its Rust tokenizer gives `tokenizer(...)`'s ids at the library's own speed: the Python
-    # around a `tokenizer(...)` call cost a fifth of the throughput on WMT-length pairs (docs/benchmarks.md).
+    # padding saved, its Rust tokenizer gives `tokenizer(...)`'s ids at the library's own speed, which the
+    # Python around a `tokenizer(...)` call falls short of (docs/benchmarks.md, corpora of millions of pairs).
     # Subclasses (Marian, mBART, ...) may treat targets differently and keep the full call.
     if type(tokenizer) is not PreTrainedTokenizerFast:
         return False

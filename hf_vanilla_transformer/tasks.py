@@ -452,13 +452,12 @@ def prepare_stream(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> d
         train = train.take(args.max_train_examples)
     held_out = DatasetDict()
     for split, dataset in raw.items():
-        if args.max_eval_examples is not None:
-            dataset = (
-                dataset.take(args.max_eval_examples)
-                if isinstance(dataset, IterableDataset)
-                else (dataset.select(range(min(args.max_eval_examples, dataset.num_rows))))
-            )
-        held_out[split] = dataset if isinstance(dataset, Dataset) else Dataset.from_list(list(dataset))
+        limit = args.max_eval_examples
+        if isinstance(dataset, IterableDataset):  # small: read whole, as `prepare_dataset` reads it
+            dataset = Dataset.from_list(list(dataset if limit is None else dataset.take(limit)))
+        elif limit is not None:
+            dataset = dataset.select(range(min(limit, dataset.num_rows)))
+        held_out[split] = dataset
     source, target = task.text_fields(args)
     tokenized, _ = tokenize_pairs(
         held_out, tokenizer, source, target, args.max_source_length, args.max_target_length, args.num_proc

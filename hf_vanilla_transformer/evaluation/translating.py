@@ -282,14 +282,23 @@ ONE_PROCESS = Processes()
 # Reading and writing lines.
 
 
-def count_lines(path: Path) -> int:
-    """The lines of a file, as `read_lines` reads them, by a scan of its bytes for newlines (no decoding)."""
-    count, last = 0, b"\n"
+def complete_lines(path: Path) -> tuple[int, int]:
+    """(complete lines, bytes they take) of a file, by a scan of its bytes for newlines (no decoding): what
+    follows its last newline is a line without its end (an input's last line, or an output cut short)."""
+    lines = end = offset = 0
     with open(path, "rb") as file:
         while chunk := file.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (last != b"\n")
+            if count := chunk.count(b"\n"):
+                lines += count
+                end = offset + chunk.rindex(b"\n") + 1
+            offset += len(chunk)
+    return lines, end
+
+
+def count_lines(path: Path) -> int:
+    """The lines of a file, as `read_lines` reads them."""
+    lines, end = complete_lines(path)
+    return lines + (end < path.stat().st_size)
 
 
 def _decode(raw: bytes, where: str, warned: list) -> str:
@@ -476,21 +485,6 @@ def input_record(paths: list[Path]) -> list[dict] | str:
     ]
 
 
-def _complete_lines(path: Path) -> tuple[int, int]:
-    """(complete lines, bytes they take) of a file: what follows its last newline is a line cut short."""
-    size = path.stat().st_size
-    lines, end, offset = 0, 0, 0
-    with open(path, "rb") as file:
-        while chunk := file.read(1 << 20):
-            count = chunk.count(b"\n")
-            if count:
-                lines += count
-                end = offset + chunk.rindex(b"\n") + 1
-            offset += len(chunk)
-    assert offset == size
-    return lines, end
-
-
 @dataclass
 class OutputPlan:
     """Where a run starts: after `first_line` complete lines of an output `keep_bytes` long."""
@@ -525,7 +519,7 @@ def plan_output(output: Path, record: dict, overwrite: bool, total_lines: int | 
             f"{output} is an unfinished translation of another {', '.join(differing)} ({saved_path.name}): "
             "run its command again to continue it, or pass --overwrite to start again."
         )
-    lines, keep = _complete_lines(output)
+    lines, keep = complete_lines(output)
     if total_lines is not None and lines > total_lines:
         raise UsageError(
             f"{output} holds {lines} lines, more than the {total_lines} of the input: pass --overwrite to "

@@ -1,18 +1,16 @@
 """The encoder-decoder Transformer of "Attention Is All You Need" (Vaswani et al., 2017) for transformers v5.
 
-Read top to bottom it is the paper's model, bottom-up as in `transformers/models/marian/modeling_marian.py`:
-positions, attention, the feed-forward network, the residual sublayer (post- or pre-LN), the encoder and
-decoder layers, the pre-trained base class (initialisation), the encoder and decoder stacks, the bare model,
-and the model with its output projection and loss. Within each class the paper comes first; what transformers
-needs of it (weight ties, resizing, cache names, load errors) follows under a "transformers' plumbing"
-comment, and the module-level plumbing closes the file. Section numbers (§) refer to the paper.
+Bottom-up as `transformers/models/marian/modeling_marian.py`: positions, attention, feed-forward, the residual
+sublayer, encoder and decoder layers, the pre-trained base class, the stacks, the bare model, the model with
+its head. § numbers refer to the paper; docs/model.md holds the reasoning behind the less obvious choices.
 
-This file imports only `torch`, `transformers` (and `safetensors`, which transformers requires) and its
-sibling configuration file, so that a saved model folder can carry it for `trust_remote_code` loading. What
-it uses of transformers beyond the public API is listed, with the reasons, in docs/compatibility.md.
+It imports only `torch`, `transformers` (with `safetensors`) and its configuration, so that a saved folder can
+carry it for `trust_remote_code` loading; what it uses beyond transformers' public API is in
+docs/compatibility.md.
 """
 
 import dataclasses
+import functools
 import math
 import warnings
 from collections.abc import Callable
@@ -33,16 +31,55 @@ from transformers.modeling_outputs import (
     Seq2SeqModelOutput,
 )
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS, PreTrainedModel
+from transformers.utils import ModelOutput
 
 from .configuration_vanilla_transformer import VanillaTransformerConfig
+
+# --- The cache's old name ---------------------------------------------------------------------------------
+# transformers 5.24 renamed the decoder cache `past_key_values` to `cache`; 5.23, the floor, has the old name.
+# The model speaks `cache`; these three are the only code that knows the old name.
+
+# The output field of the installed release, read once so that a compiled decoding step sees a constant.
+CACHE_FIELD = (
+    "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
+)
+
+
+def _output_with_cache(output_class: type[ModelOutput], cache: Cache | None, **fields) -> ModelOutput:
+    """`output_class(cache=cache, **fields)` under either release."""
+    return output_class(**fields, **{CACHE_FIELD: cache})
+
+
+def accepts_past_key_values(forward: Callable) -> Callable:
+    """Let a forward taking `cache` be called with `past_key_values`, as `generate()` calls it before 5.24;
+    where the new name exists it warns, as transformers' own models do."""
+
+    @functools.wraps(forward)
+    def forward_taking_either_name(self, *args, past_key_values: Cache | None = None, **kwargs):
+        if past_key_values is not None:
+            if kwargs.get("cache") is not None:
+                raise TypeError(
+                    "Got both `cache` and `past_key_values`: they are one argument, named `cache` since "
+                    "transformers 5.24 and `past_key_values` before. Pass only one of them."
+                )
+            if CACHE_FIELD == "cache" and not torch.compiler.is_compiling():
+                warnings.warn(
+                    "`past_key_values` is deprecated since transformers 5.24, which renamed it. "
+                    "Use `cache` instead.",
+                    FutureWarning,
+                    stacklevel=2,
+                )
+            kwargs["cache"] = past_key_values
+        return forward(self, *args, **kwargs)
+
+    return forward_taking_either_name
 
 
 def sinusoidal_position_table(num_positions: int, dim: int, layout: str = "interleaved") -> torch.Tensor:
     """§3.5: PE(pos, 2i) = sin(pos / 10000^(2i/d_model)), PE(pos, 2i+1) = cos(pos / 10000^(2i/d_model)).
 
-    `layout="interleaved"` places them exactly as the paper writes them; `"halves"` puts all sines first, then
-    all cosines, as Marian and fairseq do (the same values, permuted), so that their checkpoints compute here
-    what they computed there.
+    `layout="interleaved"` is the paper's order; `"halves"` (all sines, then all cosines) is Marian's and
+    fairseq's, so that their checkpoints compute here what they computed there.
     """
     position = torch.arange(num_positions, dtype=torch.float32).unsqueeze(1)  # (P, 1)
     inv_freq = torch.exp(torch.arange(0, dim, 2, dtype=torch.float32) * (-math.log(10000.0) / dim))  # (d/2,)
@@ -56,12 +93,7 @@ def sinusoidal_position_table(num_positions: int, dim: int, layout: str = "inter
 
 
 class VanillaTransformerPositionalEmbedding(nn.Module):
-    """Position embeddings added to the scaled token embeddings: the fixed sinusoids of §3.5, or a learned
-    table.
-
-    The sinusoidal table is a non-persistent buffer: it is never saved and is refilled by `_init_weights`
-    (models are built on the meta device in transformers v5).
-    """
+    """Position embeddings added to the scaled token embeddings: the fixed sinusoids of §3.5, or learned."""
 
     def __init__(self, num_positions: int, dim: int, learned: bool, layout: str = "interleaved"):
         super().__init__()
@@ -71,16 +103,14 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         if learned:
             self.weight = nn.Parameter(torch.empty(num_positions, dim))
         else:
+            # Never saved: `_init_weights` refills it, as models are built on the meta device.
             table = sinusoidal_position_table(num_positions, dim, layout)
             self.register_buffer("weight", table, persistent=False)
 
     def forward(self, seq_len: int, past_length: int | torch.Tensor = 0) -> torch.Tensor:
-        """Positions `past_length .. past_length + seq_len - 1`. `past_length` is a Python int (dynamic
-        cache) or a 0-dim tensor (static cache): indexing with a tensor of positions, rather than slicing
-        at a Python int, lets `torch.compile` trace one graph for every decoding step."""
-        # Checked where the length is a Python int (free). A static cache's length is a tensor: reading it
-        # would sync the device every step and cannot be branched on in a compiled graph, so the decoder
-        # checks the cache's allocated size once instead.
+        """Positions `past_length .. past_length + seq_len - 1`; `past_length` is a 0-dim tensor under a
+        static cache, indexed rather than sliced so that `torch.compile` traces one graph for every step."""
+        # A static cache's length is a tensor, not read here: the decoder checks that cache's size instead.
         if isinstance(past_length, int):
             end = past_length + seq_len
             if end > self.num_positions:
@@ -112,14 +142,14 @@ def eager_attention_forward(
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Scaled dot-product attention, eq. 1: softmax(Q K^T / sqrt(d_k)) V.
 
-    `attention_mask` is additive (0 where allowed, the dtype's minimum where not), as built by
-    `transformers.masking_utils`, so no constant such as -1e9 can overflow in half precision.
+    `attention_mask` is additive, the dtype's minimum where masked (`transformers.masking_utils`), so no
+    constant such as -1e9 overflows in half precision.
     """
     attn_weights = torch.matmul(query, key.transpose(2, 3)) * scaling  # (B, h, Tq, Tk)
     q_len, kv_len = query.shape[2], key.shape[2]
     if attention_mask is None and is_causal and q_len > 1:
-        # Under SDPA the mask helpers skip an all-causal mask (SDPA's `is_causal` does it); this kernel
-        # also serves SDPA models when attention weights are requested, so build the mask here.
+        # The mask helpers leave an all-causal mask to SDPA, and this kernel also serves SDPA models asked for
+        # attention weights.
         attention_mask = torch.ones(q_len, kv_len, dtype=torch.bool, device=query.device).tril(kv_len - q_len)
     if attention_mask is not None and attention_mask.dtype == torch.bool:
         # An SDPA-style mask (True = attend), met when attention weights are requested under SDPA.
@@ -138,9 +168,7 @@ class VanillaTransformerAttention(nn.Module):
     """Multi-head attention, §3.2.2: MultiHead(Q, K, V) = Concat(head_1..head_h) W^O.
 
     Used three ways (§3.2.3): encoder self-attention, masked decoder self-attention (`is_causal`), and
-    encoder-decoder attention (`key_value_states` given). With a cache, self-attention keys/values grow
-    by the new positions each step, and cross-attention keys/values are computed once per sequence and
-    reused.
+    encoder-decoder attention (`key_value_states` given), whose keys and values are cached once per sequence.
     """
 
     def __init__(
@@ -183,10 +211,7 @@ class VanillaTransformerAttention(nn.Module):
         if isinstance(cache, EncoderDecoderCache):
             layer_cache = cache.cross_attention_cache if is_cross_attention else cache.self_attention_cache
 
-        # `is_updated` and `layers[i].keys` are the cache's attributes, not methods: transformers has no
-        # public call that returns a layer's cached keys without appending to them, and its own
-        # encoder-decoder models (Marian, BART) read them the same way. tests/test_modeling.py pins this
-        # (cross-attention projected once).
+        # No public call reads a layer's cached keys without appending to them; Marian reads these too.
         cross_is_cached = (
             is_cross_attention
             and isinstance(cache, EncoderDecoderCache)
@@ -248,10 +273,9 @@ class VanillaTransformerFeedForward(nn.Module):
 
 
 class VanillaTransformerResidualLayer(GradientCheckpointingLayer):
-    """What every encoder and decoder layer is made of (§3.1): residual sublayers with dropout on their output
-    (§5.4). The paper's order is post-LN, LayerNorm(x + Dropout(Sublayer(x))); `normalize_before=True` is
-    pre-LN, x + Dropout(Sublayer(LayerNorm(x))). Both orders use the same LayerNorm modules, so a checkpoint
-    has the same keys either way."""
+    """Residual sublayers with dropout on their output (§3.1, §5.4): post-LN as in the paper,
+    LayerNorm(x + Dropout(Sublayer(x))), or pre-LN (`normalize_before`), x + Dropout(Sublayer(LayerNorm(x))).
+    Both use the same LayerNorm modules, so a checkpoint has the same keys either way."""
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__()
@@ -299,12 +323,8 @@ class VanillaTransformerEncoderLayer(VanillaTransformerResidualLayer):
 
 
 class VanillaTransformerDecoderLayer(VanillaTransformerResidualLayer):
-    """Decoder layer, §3.1: masked self-attention, encoder-decoder attention, then the feed-forward network,
-    each a residual sublayer. The causal mask keeps position i from attending to positions after i.
-
-    Without `encoder_hidden_states` the encoder-decoder attention sublayer is skipped, as in Marian's and
-    BART's decoder layers, and the layer is that of a decoder-only language model.
-    """
+    """Decoder layer, §3.1: masked self-attention, encoder-decoder attention (skipped without
+    `encoder_hidden_states`, as in Marian), then the feed-forward network, each a residual sublayer."""
 
     def __init__(self, config: VanillaTransformerConfig, layer_idx: int | None = None):
         super().__init__(config)
@@ -362,21 +382,17 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     _supports_sdpa = True
     _supports_flash_attn = False
     _supports_flex_attn = False
-    # Device placement (`device_map`) must not move the cache between layers, under either of its names
-    # (`CACHE_NAMES`).
+    # `device_map` must not move the cache between layers; before 5.24 it is passed as `past_key_values`.
     _skip_keys_device_placement = ["cache", "past_key_values"]
-    # Declares, as Marian does, that a decoding step traces to one graph (no data-dependent Python), so that
-    # generate(cache_implementation="static") can compile it; tests/test_modeling.py checks it.
+    # A decoding step traces to one graph, so generate(cache_implementation="static") can compile it.
     _can_compile_fullgraph = True
 
     @torch.no_grad()
     def _init_weights(self, module: nn.Module) -> None:
-        """N(0, d_model^-0.5) embeddings, as fairseq initialises this model (the paper does not say): scaled
-        by sqrt(d_model) (§3.4) they start at unit variance. Linear layers follow `config.init_method`."""
+        """N(0, d_model^-0.5) embeddings, as fairseq's (the paper does not say): unit variance once scaled by
+        sqrt(d_model) (§3.4). Linear layers follow `config.init_method`."""
         embed_std = self.config.init_std if self.config.init_std is not None else self.config.d_model**-0.5
-        # transformers initialises module by module and skips, for remote code, a module without parameters of
-        # its own (the attention, the feed-forward block): the linear layers fairseq's scheme treats apart are
-        # marked with a role where they are built.
+        # A role set where built: for remote code, transformers skips modules owning no parameters directly.
         role = getattr(module, "init_role", None) if self.config.init_method == "fairseq" else None
         if isinstance(module, nn.Linear) and role is not None:
             bound = module.in_features**-0.5  # torch's nn.Linear default bound, for fairseq's biases
@@ -391,8 +407,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
                 init.zeros_(module.bias)
         elif isinstance(module, nn.Embedding):
             init.normal_(module.weight, mean=0.0, std=embed_std)
-            # As transformers' own default `_init_weights` does: a weight loaded from a checkpoint carries
-            # `_is_hf_initialized`, and its padding row must stay as loaded.
+            # As in transformers' own: a loaded weight (`_is_hf_initialized`) keeps its padding row.
             if module.padding_idx is not None and not getattr(module.weight, "_is_hf_initialized", False):
                 module.weight[module.padding_idx].zero_()
         elif isinstance(module, nn.LayerNorm):
@@ -407,13 +422,10 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
     # transformers' plumbing: the configuration checked before sizing, readable load errors, module ties.
 
     def __init__(self, config: VanillaTransformerConfig, *inputs, **kwargs):
-        # One shared vocabulary has one size, `vocab_size`: the decoder's follows it (Marian sizes its decoder
-        # by `vocab_size` when shared), so that a configuration whose `vocab_size` was set alone, as
-        # transformers' common tests and resizing do, builds one model.
+        # One shared vocabulary has one size, as in Marian: common tests and resizing set `vocab_size` alone.
         if config.share_encoder_decoder_embeddings:
             config.decoder_vocab_size = config.vocab_size
-        # A configuration checks each field alone when it is set after construction; how the fields combine
-        # (heads dividing d_model) is checked here, before any layer is sized.
+        # Fields set after construction are checked alone; here how they combine, before any layer is sized.
         config.validate()
         super().__init__(config, *inputs, **kwargs)
 
@@ -429,13 +441,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             ) from error
 
     def tie_weights(self, *args, **kwargs):
-        """transformers' tying of Parameters, then one step more: where the stacks share one vocabulary
-        (§3.4), their `embed_tokens` become the `shared` module itself. Sharding engines group modules, not
-        Parameters: Accelerate's FSDP2 wrapping shards `get_input_embeddings()` with the output layer in a
-        group of their own, and torch refuses a Parameter that another module outside that group still holds.
-        One module is wrapped once wherever it appears. Only Parameters already tied are joined:
-        `from_pretrained` builds the model untied and loads the holders one by one (so that a checkpoint
-        without the matrix is reported missing), then calls this."""
+        """transformers' tying, then the stacks' `embed_tokens` become the `shared` module itself, for FSDP2
+        (docs/model.md)."""
         super().tie_weights(*args, **kwargs)
         for module in self.modules():
             if isinstance(module, VanillaTransformerModel):
@@ -443,13 +450,8 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
 
 
 class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
-    """What encoder and decoder share: token embeddings, positions, the layer stack, and the final LayerNorm
-    that pre-LN needs (the residual stream is otherwise never normalised).
-
-    Each stack builds its `embed_tokens`; when the vocabulary is shared (§3.4), [`VanillaTransformerModel`]
-    ties their weights to its `shared` matrix, as Marian does, and then makes them that module
-    (`tie_weights`).
-    """
+    """What encoder and decoder share: token embeddings (tied to the bare model's `shared` when the vocabulary
+    is, §3.4), positions, the layers, and the final LayerNorm that pre-LN needs."""
 
     def __init__(
         self, config: VanillaTransformerConfig, vocab_size: int, layer_class: type[nn.Module], num_layers: int
@@ -510,6 +512,16 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
     ) -> BaseModelOutput:
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, src_len)`): source token ids.
+            attention_mask (`torch.Tensor` of shape `(batch_size, src_len)`): 1 for a token, 0 for padding.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, src_len, d_model)`): token embeddings
+                to use instead of `input_ids` (exactly one of the two).
+            output_attentions (`bool`): return every layer's attention weights (default: the config's).
+            output_hidden_states (`bool`): return every layer's hidden states (default: the config's).
+            return_dict (`bool`): `False` for a tuple, not [`BaseModelOutput`].
+        """
         output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         hidden_states = self.embed(input_ids, inputs_embeds)
         attention_mask = create_bidirectional_mask(
@@ -536,20 +548,15 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
 
 
 class VanillaTransformerDecoder(_VanillaTransformerStack):
-    """A stack of `config.decoder_layers` decoder layers (§3.1) over embedded, right-shifted target tokens.
-
-    Without `encoder_hidden_states` the decoder runs alone, as a causal language model: every layer skips its
-    encoder-decoder attention and the cache fills only its self-attention half. This is how Marian's decoder
-    behaves (`MarianForCausalLM` is built on it); the project imports Marian/OPUS-MT checkpoints, so code
-    written against Marian's decoder must run on this one unchanged. Within the encoder-decoder model the
-    decoder always gets the encoder output.
-    """
+    """A stack of `config.decoder_layers` decoder layers (§3.1) over embedded, right-shifted target tokens;
+    without `encoder_hidden_states` it runs alone, a causal language model, as Marian's decoder does."""
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(
             config, config.decoder_vocab_size, VanillaTransformerDecoderLayer, config.decoder_layers
         )
 
+    @accepts_past_key_values
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -562,11 +569,24 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        past_key_values: Cache | None = None,
     ) -> BaseModelOutputWithPastAndCrossAttentions:
-        """`cache` holds the keys and values of earlier decoding steps (`past_key_values` before transformers
-        5.24; either name is accepted)."""
-        cache = _one_cache(cache, past_key_values)
+        r"""
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, tgt_len)`): right-shifted target ids;
+                with `cache`, only those not yet in it.
+            attention_mask (`torch.Tensor` of shape `(batch_size, tgt_len)`): 1 for a token, 0 for padding.
+            encoder_hidden_states (`torch.Tensor` of shape `(batch_size, src_len, d_model)`): the
+                encoder's output; without it the encoder-decoder attention is skipped.
+            encoder_attention_mask (`torch.Tensor` of shape `(batch_size, src_len)`): the source's mask, 1 for
+                a token, 0 for padding.
+            cache ([`EncoderDecoderCache`]): keys and values of earlier steps; one is made when `use_cache`.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, tgt_len, d_model)`): token embeddings
+                to use instead of `input_ids` (exactly one of the two).
+            use_cache (`bool`): return the cache for the next step (default: the config's).
+            output_attentions (`bool`): return every layer's attention weights (default: the config's).
+            output_hidden_states (`bool`): return every layer's hidden states (default: the config's).
+            return_dict (`bool`): `False` for a tuple, not [`BaseModelOutputWithPastAndCrossAttentions`].
+        """
         output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         use_cache = use_cache if use_cache is not None else self.config.use_cache
         if self.gradient_checkpointing and self.training and use_cache:
@@ -576,9 +596,7 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
 
         past_length = cache.get_seq_length() if cache is not None else 0
         if cache is not None and cache.is_compileable:
-            # A fixed-size (static) cache: its length is a tensor, which the position embedding does not read,
-            # so check the size it was allocated with (a Python int). A dynamic cache grows, and positions
-            # are checked at every step.
+            # A static cache's length is a tensor the positions do not read: check its allocated size instead.
             capacity = cache.get_max_length()
             if capacity > self.config.max_position_embeddings:
                 raise ValueError(
@@ -588,8 +606,7 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
                 )
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         self_attn_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
-        # Masks hold the dtype's minimum (eager) or booleans (SDPA); `None` where nothing is masked. The cache
-        # goes by position: the keyword is `past_key_values` before transformers 5.24 and `cache` from it on.
+        # The cache goes by position: this keyword too was renamed in transformers 5.24.
         causal_mask = create_causal_mask(
             self.config,
             hidden_states,
@@ -629,9 +646,10 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
             hidden_states = self.layer_norm(hidden_states)
         if output_hidden_states:
             all_hidden_states += (hidden_states,)
-        output = BaseModelOutputWithPastAndCrossAttentions(
+        output = _output_with_cache(
+            BaseModelOutputWithPastAndCrossAttentions,
+            cache if use_cache else None,
             last_hidden_state=hidden_states,
-            **{CACHE_FIELD: cache if use_cache else None},
             hidden_states=all_hidden_states,
             attentions=all_self_attns,
             cross_attentions=all_cross_attns,
@@ -645,10 +663,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(config)
         if config.share_encoder_decoder_embeddings:
-            # §3.4: one embedding matrix for both stacks, tied into each stack's `embed_tokens` as a
-            # parameter first, as Marian ties it: `from_pretrained` builds the model untied, loads, then ties
-            # (and joins the modules, `tie_weights`), so that a checkpoint without this matrix is reported
-            # missing.
+            # §3.4: one embedding matrix for both stacks, tied as Marian ties it (docs/model.md).
             self.shared = nn.Embedding(config.vocab_size, config.d_model, config.pad_token_id)
             self._tied_weights_keys = {
                 "encoder.embed_tokens.weight": "shared.weight",
@@ -658,6 +673,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         self.decoder = VanillaTransformerDecoder(config)
         self.post_init()
 
+    @accepts_past_key_values
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -672,20 +688,27 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         output_attentions: bool | None = None,
         output_hidden_states: bool | None = None,
         return_dict: bool | None = None,
-        past_key_values: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqModelOutput:
         r"""
-        decoder_input_ids (`torch.LongTensor` of shape `(batch_size, target_length)`):
-            Right-shifted target tokens starting with `config.decoder_start_token_id` (see
-            `shift_tokens_right`). With `cache`, only the tokens not yet in the cache.
-        encoder_outputs: the encoder's output, to skip running the encoder again (as `generate()` does).
-        cache: the decoder's `EncoderDecoderCache` from earlier steps; `past_key_values` is its name before
-            transformers 5.24 and is accepted too (not both).
-        Any other keyword argument is an error rather than ignored (see `_reject_unused`).
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, src_len)`): source token ids.
+            attention_mask (`torch.Tensor` of shape `(batch_size, src_len)`): 1 for a token, 0 for padding.
+            decoder_input_ids (`torch.LongTensor` of shape `(batch_size, tgt_len)`): target ids shifted right
+                behind `config.decoder_start_token_id` (`shift_tokens_right`); with `cache`, only new ones.
+            decoder_attention_mask (`torch.Tensor` of shape `(batch_size, tgt_len)`): target padding mask.
+            encoder_outputs ([`BaseModelOutput`] or `tuple`): the encoder's output, to skip running it again.
+            cache ([`EncoderDecoderCache`]): the decoder's keys and values from earlier steps.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, src_len, d_model)`): instead of `input_ids`.
+            decoder_inputs_embeds (`torch.Tensor` of shape `(batch_size, tgt_len, d_model)`): instead of
+                `decoder_input_ids`.
+            use_cache (`bool`): return the cache for the next step (default: the config's).
+            output_attentions (`bool`): return every layer's attention weights (default: the config's).
+            output_hidden_states (`bool`): return every layer's hidden states (default: the config's).
+            return_dict (`bool`): `False` for a tuple, not [`Seq2SeqModelOutput`].
+            kwargs: none is read; any is an error, so that an argument transformers renames fails loudly.
         """
         _reject_unused(kwargs, f"{type(self).__name__}.forward()")
-        cache = _one_cache(cache, past_key_values)
         if encoder_outputs is None:
             encoder_outputs = self.encoder(
                 input_ids=input_ids,
@@ -711,9 +734,10 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
             output_attentions=output_attentions,
             output_hidden_states=output_hidden_states,
         )
-        output = Seq2SeqModelOutput(
+        output = _output_with_cache(
+            Seq2SeqModelOutput,
+            getattr(decoder_outputs, CACHE_FIELD),
             last_hidden_state=decoder_outputs.last_hidden_state,
-            **{CACHE_FIELD: getattr(decoder_outputs, CACHE_FIELD)},
             decoder_hidden_states=decoder_outputs.hidden_states,
             decoder_attentions=decoder_outputs.attentions,
             cross_attentions=decoder_outputs.cross_attentions,
@@ -726,11 +750,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
     # transformers' plumbing: weight ties, embedding access and resizing.
 
     def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
-        """transformers ties no weight at all when `config.tie_word_embeddings` is off. Here that flag
-        concerns `lm_head` only; `share_encoder_decoder_embeddings` alone decides whether the stacks share
-        their input embeddings. transformers has no public switch for a tie that does not follow
-        `tie_word_embeddings` (Marian shares the same limit), so this overrides the method `post_init` reads;
-        tests/test_loading.py pins the ties of every layout through save and reload."""
+        """The stacks share embeddings by `share_encoder_decoder_embeddings` alone, whatever
+        `tie_word_embeddings` says of `lm_head` (docs/model.md)."""
         if all_submodels or not self.config.share_encoder_decoder_embeddings:
             return super().get_expanded_tied_weights_keys(all_submodels)
         return dict(self._tied_weights_keys)
@@ -785,12 +806,7 @@ def shift_tokens_right(
 
 class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedModel, GenerationMixin):
     """The Transformer with its output projection and softmax (§3.4): the model to train and to `generate()`
-    with.
-
-    The loss for `labels` is cross-entropy with the label smoothing of `config.label_smoothing` (§5.4),
-    ignoring -100. Under gradient accumulation the Trainer passes `num_items_in_batch`, and the loss is
-    summed over tokens and divided by that count, so every token weighs the same whatever the split.
-    """
+    with; its loss is label-smoothed cross-entropy (§5.4)."""
 
     accepts_loss_kwargs = True
 
@@ -798,8 +814,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         super().__init__(config)
         self.model = VanillaTransformerModel(config)
         self.lm_head = nn.Linear(config.d_model, config.decoder_vocab_size, bias=config.output_bias)
-        # §3.4: the output projection is the decoder's input embedding. Ties of the bare model (its `shared`
-        # matrix) come with it; transformers applies this one only when `config.tie_word_embeddings` is on.
+        # §3.4: the output projection is the decoder's input embedding, tied if `tie_word_embeddings`.
         decoder_embedding = (
             "model.shared.weight"
             if config.share_encoder_decoder_embeddings
@@ -807,13 +822,13 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         )
         self._tied_weights_keys = {"lm_head.weight": decoder_embedding}
         self.post_init()
-        # §6.1 decoding: beam size 4, length penalty alpha 0.6, stop when no beam can improve. A saved
-        # generation_config.json (written by `save_pretrained`) carries these and overrides them on load.
+        # §6.1 decoding; a saved generation_config.json overrides these on load.
         self.generation_config.num_beams = 4
         self.generation_config.length_penalty = 0.6
         self.generation_config.early_stopping = True
         self.generation_config.max_length = min(512, config.max_position_embeddings)
 
+    @accepts_past_key_values
     def forward(
         self,
         input_ids: torch.LongTensor | None = None,
@@ -831,21 +846,32 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return_dict: bool | None = None,
         logits_to_keep: int = 0,
         num_items_in_batch: int | torch.Tensor | None = None,
-        past_key_values: Cache | None = None,
         **kwargs,
     ) -> Seq2SeqLMOutput:
         r"""
-        labels (`torch.LongTensor` of shape `(batch_size, target_length)`, *optional*):
-            Target tokens ending in `</s>`, -100 where ignored. Without `decoder_input_ids`, the decoder input
-            is `shift_tokens_right(labels)` (teacher forcing).
-        logits_to_keep: if > 0, compute logits for the last `logits_to_keep` positions only.
-        num_items_in_batch: number of non-ignored label tokens over all accumulated micro-batches
-            (passed by the Trainer); the loss is then a sum divided by it.
-        cache / past_key_values: the decoder cache, as in [`VanillaTransformerModel.forward`] (one name only).
-        Any other keyword argument is an error rather than ignored.
+        Args:
+            input_ids (`torch.LongTensor` of shape `(batch_size, src_len)`): source token ids.
+            attention_mask (`torch.Tensor` of shape `(batch_size, src_len)`): 1 for a token, 0 for padding.
+            decoder_input_ids (`torch.LongTensor` of shape `(batch_size, tgt_len)`): target ids shifted right
+                behind `config.decoder_start_token_id`, by default from `labels`; with `cache`, only new ones.
+            decoder_attention_mask (`torch.Tensor` of shape `(batch_size, tgt_len)`): target padding mask.
+            encoder_outputs ([`BaseModelOutput`] or `tuple`): the encoder's output, to skip running it again.
+            cache ([`EncoderDecoderCache`]): the decoder's keys and values from earlier steps.
+            inputs_embeds (`torch.Tensor` of shape `(batch_size, src_len, d_model)`): instead of `input_ids`.
+            decoder_inputs_embeds (`torch.Tensor` of shape `(batch_size, tgt_len, d_model)`): instead of
+                `decoder_input_ids`.
+            labels (`torch.LongTensor` of shape `(batch_size, tgt_len)`): target ids ending in `</s>`, -100
+                where ignored; given, the loss is computed and `use_cache` is off.
+            use_cache (`bool`): return the cache for the next step (default: the config's).
+            output_attentions (`bool`): return every layer's attention weights (default: the config's).
+            output_hidden_states (`bool`): return every layer's hidden states (default: the config's).
+            return_dict (`bool`): `False` for a tuple, not [`Seq2SeqLMOutput`].
+            logits_to_keep (`int`): if > 0, logits for the last `logits_to_keep` positions only.
+            num_items_in_batch (`int` or `torch.Tensor`): label tokens in all accumulated micro-batches (from
+                the Trainer); the loss is then summed and divided by it, so every token weighs the same.
+            kwargs: none is read; any is an error, so that an argument transformers renames fails loudly.
         """
         _reject_unused(kwargs, f"{type(self).__name__}.forward()")
-        cache = _one_cache(cache, past_key_values)
         if labels is not None:
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
@@ -873,10 +899,11 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         if labels is not None:
             loss = self.label_smoothed_loss(logits, labels, num_items_in_batch=num_items_in_batch)
 
-        output = Seq2SeqLMOutput(
+        output = _output_with_cache(
+            Seq2SeqLMOutput,
+            getattr(outputs, CACHE_FIELD),
             loss=loss,
             logits=logits,
-            **{CACHE_FIELD: getattr(outputs, CACHE_FIELD)},
             decoder_hidden_states=outputs.decoder_hidden_states,
             decoder_attentions=outputs.decoder_attentions,
             cross_attentions=outputs.cross_attentions,
@@ -915,9 +942,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
     # transformers' plumbing: submodule access, resizing, beam search's cache hook, the saved `auto_map`.
 
     def save_pretrained(self, *args, **kwargs):
-        """`PreTrainedModel.save_pretrained`, with the bare model named in `auto_map` beside this one:
-        transformers writes the Auto class of the saved model only, and `AutoModel.from_pretrained(folder,
-        trust_remote_code=True)` then loads the encoder-decoder without its head."""
+        """Also names the bare model in `auto_map`, which transformers leaves out, for `AutoModel` loading."""
         bare = f"{type(self).__module__.rsplit('.', 1)[-1]}.{VanillaTransformerModel.__name__}"
         self.config.auto_map = {**(getattr(self.config, "auto_map", None) or {}), "AutoModel": bare}
         return super().save_pretrained(*args, **kwargs)
@@ -963,10 +988,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                 "(`share_encoder_decoder_embeddings=True`): resize it with `resize_token_embeddings`."
             )
         decoder = self.model.decoder
-        # transformers has no public call that resizes an embedding other than the input one. These helpers
-        # are the ones its `resize_token_embeddings` and MarianMTModel's `resize_decoder_token_embeddings`
-        # use; tests/test_resize.py pins what they do here (rows kept, new rows added, tying, save and
-        # reload).
+        # No public call resizes an embedding other than the input one; MarianMTModel uses these helpers too.
         decoder.embed_tokens = self._get_resized_embeddings(
             decoder.embed_tokens, new_num_tokens, pad_to_multiple_of, mean_resizing
         )
@@ -977,13 +999,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return decoder.embed_tokens
 
     def _reorder_cache(self, cache: Cache, beam_idx: torch.LongTensor) -> Cache:
-        """Beam search hook: reorder the self-attention cache only.
-
-        generate() expands the encoder output once per beam, so the cross-attention keys/values of the beams
-        of one source are identical, and `beam_idx` only ever picks among the beams of the same source.
-        Reordering them (what the default does every step) would copy each layer's cross-attention cache
-        onto itself; skipping it saves that copy on every step of beam search.
-        """
+        """Beam search hook: reorder the self-attention cache only, since the beams of one source share
+        their cross-attention keys and values (docs/model.md)."""
         if isinstance(cache, EncoderDecoderCache):
             cache.self_attention_cache.reorder_cache(beam_idx)
         else:
@@ -992,43 +1009,14 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
 
 # --- transformers' plumbing -------------------------------------------------------------------------------
-# What the classes above need to live in transformers across its releases, not part of the paper's model.
-
-# transformers 5.24 renamed the decoder cache from `past_key_values` to `cache`: `generate()` passes `cache=`
-# and reads `outputs.cache`, and the output classes have a `cache` field (the old name is a deprecated alias
-# there). The model takes either name and returns its cache under the field the installed release defines, so
-# that one saved folder decodes correctly under releases before and after the rename.
-CACHE_NAMES = ("cache", "past_key_values")
-# Read once at import (the output classes of one release all use one name), so that a compiled decoding step
-# sees a constant.
-CACHE_FIELD = (
-    "cache" if "cache" in {field.name for field in dataclasses.fields(Seq2SeqLMOutput)} else "past_key_values"
-)
 
 
 class UnreadableWeightsError(OSError):
     """A saved folder's weights file is truncated or corrupt: the user downloads or saves the model again."""
 
 
-def _one_cache(cache: Cache | None, past_key_values: Cache | None) -> Cache | None:
-    if cache is not None and past_key_values is not None:
-        raise TypeError(
-            "Got both `cache` and `past_key_values`: they are one argument, named `cache` since "
-            "transformers 5.24 and `past_key_values` before. Pass only one of them."
-        )
-    if past_key_values is not None and CACHE_FIELD == "cache" and not torch.compiler.is_compiling():
-        # As transformers' own models warn from 5.24 on (a FutureWarning: DeprecationWarnings are hidden).
-        warnings.warn(
-            "`past_key_values` is deprecated since transformers 5.24, which renamed it. Use `cache` instead.",
-            FutureWarning,
-            stacklevel=3,
-        )
-    return past_key_values if cache is None else cache
-
-
 def _reject_unused(kwargs: dict, where: str) -> None:
-    """Fail on keyword arguments the model does not read: dropped silently, a renamed argument (as the cache
-    was in transformers 5.24) makes the model compute something else with no error."""
+    """Fail on keyword arguments the model does not read: a renamed one, dropped silently, decodes wrongly."""
     if kwargs:
         raise TypeError(
             f"{where} got keyword argument(s) it does not use: {', '.join(sorted(kwargs))}. Remove them. "

@@ -8,6 +8,7 @@ that never imported this package.
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
+from . import pipeline_seq2seq
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
@@ -17,7 +18,7 @@ from .modeling_vanilla_transformer import (
 )
 from .pipeline_seq2seq import TASK_NAME as PIPELINE_TASK
 from .pipeline_seq2seq import Seq2SeqGenerationPipeline, register_pipeline
-from .series import register_input_check
+from .tasks.registry import input_rules
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -30,9 +31,9 @@ VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 register_pipeline()
-register_input_check()
+pipeline_seq2seq.INPUT_RULES = input_rules  # the registry's tasks say how their models take inputs
 
-__version__ = "0.3.0"
+__version__ = "0.5.0"
 
 __all__ = [
     "PIPELINE_TASK",

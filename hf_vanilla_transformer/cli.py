@@ -1,6 +1,7 @@
 """The command line, the package's top layer (only scripts import it): every script's parser, recipe files
-read into it (`parse_recipe_and_args`), unknown options answered with the closest real one, every numeric
-option checked against its range as it is parsed (`NUMERIC_RANGES`), and a user's mistake (a missing
+read into it (`parse_recipe_and_args`), unknown options answered with the closest real one, each option's
+range shown in `--help` (its field's metadata, checked as the dataclass is built: `options.Options`), the
+options of every task added where a script takes --task, and a user's mistake (a missing
 folder, a bad split, a configuration that cannot work, corrupt weights, empty data) ended with its message
 and exit status 2 instead of a traceback, and an output that is one of the command's inputs or holds one
 refused (`outputs.check_output_options`). Ctrl-C ends a script in one line with exit status 130.
@@ -28,6 +29,7 @@ import yaml
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
 from .errors import MissingPathError, UsageError, UserError
+from .options import RANGE, describe_range
 from .outputs import check_output_options
 
 # A configuration's refusal of a field's value, or of how its values combine.
@@ -49,104 +51,6 @@ REMOVED_OPTIONS = {
 }
 
 
-# The range of every numeric option of the package's scripts, by name (each is spelt one way everywhere),
-# checked as the command line (and a recipe file) is parsed: a value that cannot work is refused in one line
-# naming the option, instead of failing deep in the code. "any" is a number with no bound; the options the
-# Trainer itself defines are its own to check.
-NUMERIC_RANGES = {
-    **dict.fromkeys(
-        (
-            "batch_size",
-            "batch_size_multiple",
-            "every",
-            "gradient_accumulation_steps",
-            "last",
-            "logging_steps",
-            "max_eval_examples",
-            "max_examples",
-            "max_new_tokens",
-            "max_source_length",
-            "max_steps",
-            "max_target_chars",
-            "max_target_length",
-            "max_terms",
-            "max_tokens",
-            "max_train_examples",
-            "min_frequency",
-            "min_new_tokens",
-            "model_max_length",
-            "num_beams",
-            "num_examples",
-            "num_proc",
-            "repeats",
-            "save_steps",
-            "save_total_limit",
-            "sentences_per_text",
-            "sizes",
-            "stream_buffer",
-            "timed_steps",
-            "translate_lines",
-            "untimed_steps",
-            "vocab_size",
-            "window",
-            "wmt14_train_pairs",
-        ),
-        ">= 1",
-    ),
-    **dict.fromkeys(
-        (
-            "memory_limit_mb",
-            "operator_steps",
-            "seed",
-            "show_examples",
-            "symbol_renamings",
-            "test_size",
-            "validation_size",
-            "warmup_steps",
-            "max_grad_norm",
-            "stall_timeout",
-            "weight_decay",
-            "top_k",
-            "no_repeat_ngram_size",
-        ),
-        ">= 0",
-    ),
-    **dict.fromkeys(
-        ("adam_epsilon", "hub_timeout", "learning_rate", "lr_scale", "max_train_minutes", "timeout"), "> 0"
-    ),
-    **dict.fromkeys(("temperature", "repetition_penalty"), "> 0"),
-    "top_p": "(0, 1]",
-    **dict.fromkeys(("adam_beta1", "adam_beta2"), "[0, 1)"),
-    "max_unknown_token_share": "[0, 1]",
-    "max_warmup_fraction": "(0, 1)",
-    "utilisation": "(0, 1]",
-    "port": "[1, 65535]",
-    **dict.fromkeys(("layer", "length_penalty"), "any"),  # a layer counts from the top when negative
-}
-
-
-def check_numeric_range(name: str, value) -> None:
-    """Refuse `value` for the option `name` outside `NUMERIC_RANGES[name]` (a user error naming both)."""
-    if isinstance(value, list | tuple):  # a list option: each of its values
-        for item in value:
-            check_numeric_range(name, item)
-        return
-    spec = NUMERIC_RANGES.get(name, "any")
-    if spec == "any" or isinstance(value, bool) or not isinstance(value, int | float):
-        return
-    if spec.startswith((">=", ">")):
-        bound = float(spec.split()[-1])
-        fits = value >= bound if spec.startswith(">=") else value > bound
-    else:
-        low, high = (float(part) for part in spec[1:-1].split(","))
-        fits = (low <= value if spec[0] == "[" else low < value) and (
-            value <= high if spec[-1] == "]" else value < high
-        )
-    if not fits:
-        wanted = f"in {spec}" if spec[0] in "[(" else spec.replace(">=", "at least").replace(">", "more than")
-        raise UsageError(f"--{name} must be {wanted}, got {value}.")
-
-
 def own_fields(dataclass_type) -> list[dataclasses.Field]:
     """The options of an arguments dataclass that this package defines, not the Trainer's own."""
     fields = []
@@ -157,17 +61,6 @@ def own_fields(dataclass_type) -> list[dataclasses.Field]:
         if field.init and not owner.__module__.startswith(("transformers", "accelerate")):
             fields.append(field)
     return fields
-
-
-def numeric_options(dataclass_type) -> list[str]:
-    """The numeric options of an arguments dataclass that this package defines (not the Trainer's own),
-    by their annotation: the ones `NUMERIC_RANGES` must cover."""
-    names = []
-    for field in own_fields(dataclass_type):
-        kind = str(field.type)
-        if ("int" in kind or "float" in kind) and "bool" not in kind and "str" not in kind:
-            names.append(field.name)
-    return names
 
 
 def is_user_error(error: BaseException) -> bool:
@@ -243,26 +136,52 @@ class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefau
     """`--help` shows the script's docstring as written (its example commands) and each option's default."""
 
 
-def make_parser(*dataclass_types, description: str | None = None, usage: str | None = None):
+def make_parser(
+    *dataclass_types, description: str | None = None, usage: str | None = None, args: list[str] | None = None
+):
     """Every script's parser: its options are the fields of `dataclass_types`, read by transformers'
     `HfArgumentParser` (the Trainer's own arguments are such dataclasses); `--help` starts with `description`,
-    the script's docstring."""
+    the script's docstring. A dataclass that names a task (`tasks.TaskChoice`) brings the options of every
+    task, those of a task file named in `args` (the command line) included; the parse hands them to it."""
     from transformers import HfArgumentParser
 
+    class Parser(HfArgumentParser):
+        def add_argument(self, *names, **kwargs):
+            spec = kwargs.pop(RANGE, None)  # a field's range is no argparse setting: `--help` shows it
+            if spec not in (None, "any"):
+                kwargs["help"] = f"{kwargs.get('help', '')} ({describe_range(spec)})".strip()
+            return super().add_argument(*names, **kwargs)
+
+    args = sys.argv[1:] if args is None else list(args)
+    attached = []
+    for dtype in dataclass_types:
+        for extra in getattr(dtype, "attached_option_types", lambda argv: [])(args):
+            if extra not in attached:
+                attached.append(extra)
+    taken = {}
+    for dtype in [*dataclass_types, *attached]:
+        for field in dataclasses.fields(dtype):
+            if field.init and taken.setdefault(field.name, dtype) is not dtype:
+                raise UsageError(
+                    f"Option --{field.name} of {dtype.__qualname__} is also one of "
+                    f"{taken[field.name].__qualname__}: rename it in the task's options."
+                )
     # No abbreviations: a typo that happens to be a prefix (--num_beam) would silently set another option.
-    return HfArgumentParser(
-        dataclass_types,
+    parser = Parser(
+        [*dataclass_types, *attached],
         description=description,
         usage=usage,
         formatter_class=HelpFormatter,
         allow_abbrev=False,
     )
+    parser.attached_types = attached
+    return parser
 
 
 def parse_arguments(*dataclass_types, description: str | None = None, args: list[str] | None = None) -> tuple:
     """`make_parser(*dataclass_types)` applied to the command line (or `args`), an unknown option answered by
     the closest real one. Returns one instance of each dataclass."""
-    return parse_dataclasses(make_parser(*dataclass_types, description=description), args)
+    return parse_dataclasses(make_parser(*dataclass_types, description=description, args=args), args)
 
 
 def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
@@ -286,10 +205,13 @@ def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
     if unknown:
         names = [option[2:] for option in known if option.startswith("--")]
         raise UsageError(unknown_options_message(unknown, names))
-    for instance in parsed:
-        for name in numeric_options(type(instance)):
-            check_numeric_range(name, getattr(instance, name))
     check_output_options({name: value for instance in parsed for name, value in vars(instance).items()})
+    attached = getattr(parser, "attached_types", [])
+    if attached:  # the task options made for the dataclasses that asked for them
+        parsed, options = parsed[: -len(attached)], parsed[-len(attached) :]
+        for instance in parsed:
+            if hasattr(instance, "attach_options"):
+                instance.attach_options(options)
     return tuple(parsed)
 
 

@@ -26,7 +26,7 @@ from transformers import (
 from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq, sentences
 from .configuration_vanilla_transformer import VanillaTransformerConfig, check_languages
 from .errors import CorruptFileError, MissingPathError, OfflineError, UsageError
-from .pipeline_seq2seq import TASK_NAME, UNSPLIT_TASKS
+from .pipeline_seq2seq import TASK_NAME
 
 # The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
 CODE_FILES = {
@@ -243,6 +243,12 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     return folder
 
 
+def _splits_sentences(task: str) -> bool:
+    from .tasks.registry import task_or_plain
+
+    return task_or_plain(task).splits_into_sentences
+
+
 def check_model_config(config: dict, where: str) -> None:
     """Refuse a config.json that is not this package's model, before any of its files is replaced."""
     if config.get("model_type") != VanillaTransformerConfig.model_type:
@@ -301,7 +307,7 @@ def folder_repairs(folder: Path, where: str) -> dict[str, Path | str]:
             "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel",
         }
     task = config.get("task") or _report_data(folder, "task").get("task")
-    if repaired.get("langs") is None and task is not None and task not in UNSPLIT_TASKS:  # a task of texts
+    if repaired.get("langs") is None and task is not None and _splits_sentences(task):  # a task of texts
         data = _report_data(folder, "source_lang")  # what the folder's config did not record yet
         languages = [data.get("source_lang"), data.get("target_lang")]
         try:

@@ -8,15 +8,18 @@ averaged the last 5 checkpoints for base models and the last 20 for big ones).
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
 from hf_vanilla_transformer.training import average_checkpoints, last_checkpoints
 
 
 @dataclass
-class AverageArguments:
+class AverageArguments(Options):
     run_dir: str = field(metadata={"help": "A Trainer output_dir holding checkpoint-<step> folders."})
     output_dir: str = field(metadata={"help": "Where to write the averaged model."})
-    last: int = field(default=5, metadata={"help": "How many of the most recent checkpoints to average."})
+    last: int = field(
+        default=5, metadata={"help": "How many of the most recent checkpoints to average.", "range": ">= 1"}
+    )
     overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
 
 

@@ -27,11 +27,12 @@ from transformers.utils import logging as hf_logging
 from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
 
 
 @dataclass
-class BenchmarkArguments:
+class BenchmarkArguments(Options):
     shapes: list[str] = field(
         default_factory=lambda: ["S", "base"],
         metadata={
@@ -40,7 +41,9 @@ class BenchmarkArguments:
             "choices": sorted(SHAPES),
         },
     )
-    repeats: int = field(default=3, metadata={"help": "Interleaved rounds; figures are medians."})
+    repeats: int = field(
+        default=3, metadata={"help": "Interleaved rounds; figures are medians.", "range": ">= 1"}
+    )
     ctranslate2: bool = field(
         default=False, metadata={"help": "Also time our model exported to CTranslate2."}
     )

@@ -26,24 +26,28 @@ from benchmarks.corpus_scale import (
 )
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import MissingPathError, UsageError
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
 
 
 @dataclass
-class CorpusBenchmarkArguments:
+class CorpusBenchmarkArguments(Options):
     multi30k: str | None = field(
         default=None, metadata={"help": "Folder of Multi30k's raw files, e.g. train.de.gz (the sentences)."}
     )
     sizes: list[int] = field(
-        default_factory=lambda: [450_000, 4_500_000], metadata={"help": "Training pairs of each corpus."}
+        default_factory=lambda: [450_000, 4_500_000],
+        metadata={"help": "Training pairs of each corpus.", "range": ">= 1"},
     )
-    vocab_size: int = field(default=37_000, metadata={"help": "The recipe's joint BPE vocabulary."})
+    vocab_size: int = field(
+        default=37_000, metadata={"help": "The recipe's joint BPE vocabulary.", "range": ">= 1"}
+    )
     stages: list[str] = field(
         default_factory=lambda: list(STAGES),
         metadata={"help": "Stages beyond the recipe's own.", "choices": list(STAGES)},
     )
     translate_lines: int = field(
-        default=3003, metadata={"help": "Lines of the file the translate stage reads."}
+        default=3003, metadata={"help": "Lines of the file the translate stage reads.", "range": ">= 1"}
     )
     output_dir: str = field(
         default="outputs/corpus_benchmark",

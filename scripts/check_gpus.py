@@ -45,6 +45,7 @@ import torch
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import ExistingPathError, UsageError
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_not_a_file
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -62,7 +63,7 @@ WMT14_EVAL_SENTENCES = 64  # of newstest2013 and newstest2014 in the slice: eval
 
 
 @dataclass
-class CheckArguments:
+class CheckArguments(Options):
     output_dir: str = field(
         default="outputs/check_gpus",
         metadata={"help": "Where each check keeps its runs and log (a subfolder)."},
@@ -73,11 +74,17 @@ class CheckArguments:
     )
     wmt14_train_pairs: int = field(
         default=20_000,
-        metadata={"help": "Training pairs of the Hub's wmt/wmt14 de-en to stream for the wmt14 check."},
+        metadata={
+            "help": "Training pairs of the Hub's wmt/wmt14 de-en to stream for the wmt14 check.",
+            "range": ">= 1",
+        },
     )
     hub_timeout: int = field(
         default=180,
-        metadata={"help": "Seconds to wait for the Hub's slice before using the local fixture instead."},
+        metadata={
+            "help": "Seconds to wait for the Hub's slice before using the local fixture instead.",
+            "range": "> 0",
+        },
     )
     overwrite: bool = field(
         default=False, metadata={"help": "Replace the folders of earlier checks under --output_dir."}

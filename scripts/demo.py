@@ -32,12 +32,13 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import default_max_new_tokens, length_limit
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
-from hf_vanilla_transformer.pipeline_seq2seq import UNSPLIT_TASKS
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
 from hf_vanilla_transformer.sentences import document_sentences, join_document, sentence_rules, split_document
 from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
 from hf_vanilla_transformer.series.workers import generate_examples
-from hf_vanilla_transformer.tasks import DEFAULT_TASK, TASKS, Task, get_task
+from hf_vanilla_transformer.tasks import Task, get_task
+from hf_vanilla_transformer.tasks.registry import task_or_plain
 from plot_attention import cross_attention, plot_cross_attention
 
 if TYPE_CHECKING:
@@ -64,18 +65,14 @@ class ModelSpec:
     """One `--model` argument: `[series=]<folder or Hub id>`."""
 
     location: str
-    task: str | None = None  # None: the model's own (its config's `task`), else `DEFAULT_TASK`
+    task: str | None = None  # None: the model's own (its config's `task`)
 
     @classmethod
     def parse(cls, text: str) -> ModelSpec:
         task, separator, location = text.partition("=")
         if not separator:
             return cls(text)
-        if task not in TASKS:
-            raise UsageError(
-                f"{text!r}: the part before '=' must be one of {', '.join(TASKS)} (e.g. series=<folder>)."
-            )
-        return cls(location, task)
+        return cls(location, get_task(task).name)
 
 
 @dataclass
@@ -90,7 +87,7 @@ class DemoModel:
     def load(cls, spec: ModelSpec) -> DemoModel:
         model, tokenizer = load_model_folder(spec.location)  # a missing folder is named, not sent to the Hub
         if spec.task is None:
-            spec = ModelSpec(spec.location, model_task(model, spec.location) or DEFAULT_TASK)
+            spec = ModelSpec(spec.location, task_or_plain(model_task(model, spec.location)).name)
         else:
             try:
                 check_model_task(model, spec.location, spec.task, fix=f"--model {{task}}={spec.location}")
@@ -100,7 +97,7 @@ class DemoModel:
 
     @property
     def task(self) -> Task:
-        return get_task(self.spec.task)
+        return task_or_plain(self.spec.task)
 
     @property
     def name(self) -> str:
@@ -157,7 +154,7 @@ class DemoModel:
         """`text` as the model reads it: a text as the pipeline splits it (lists of sentences between its line
         breaks, `split_document`, by the rules of the model's source language), an input that is no text
         (series) whole."""
-        if self.spec.task in UNSPLIT_TASKS:
+        if not self.task.splits_into_sentences:
             return [[text]]
         return split_document(text, sentence_rules(None, self.model.config.langs))
 
@@ -356,8 +353,8 @@ def shipped_model_specs(root: Path) -> list[ModelSpec]:
     specs = []
     for weights in sorted(root.glob("*/model.safetensors")):
         reports = sorted(weights.parent.glob("eval-*.json"))
-        task = json.loads(reports[0].read_text(encoding="utf-8"))["data"]["task"] if reports else DEFAULT_TASK
-        specs.append(ModelSpec(str(weights.parent), task))
+        task = json.loads(reports[0].read_text(encoding="utf-8"))["data"]["task"] if reports else None
+        specs.append(ModelSpec(str(weights.parent), task_or_plain(task).name))
     return specs
 
 
@@ -399,7 +396,7 @@ SHIPPED_MODELS = Path(__file__).resolve().parents[1] / "model_cards"
 
 
 @dataclass
-class DemoArguments:
+class DemoArguments(Options):
     model: list[str] | None = field(
         default=None,
         metadata={
@@ -412,7 +409,8 @@ class DemoArguments:
         default=None, metadata={"help": "Interface to listen on (default 127.0.0.1; 0.0.0.0 for all)."}
     )
     port: int | None = field(
-        default=None, metadata={"help": "Port (default: Gradio's, 7860 or the next free)."}
+        default=None,
+        metadata={"help": "Port (default: Gradio's, 7860 or the next free).", "range": "[1, 65535]"},
     )
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
 
 # True once the first tab's heat map is an image the browser has loaded (not the empty placeholder).
@@ -153,10 +154,10 @@ def take_screenshot(
 
 
 @dataclass
-class ScreenshotArguments:
+class ScreenshotArguments(Options):
     model: list[str] = field(metadata={"help": "As demo.py's --model; repeatable.", "action": "extend"})
     output_file: str = field(default="docs/demo.png", metadata={"help": "PNG file to write."})
-    timeout: float = field(default=300, metadata={"help": "Seconds to wait for the page."})
+    timeout: float = field(default=300, metadata={"help": "Seconds to wait for the page.", "range": "> 0"})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing output_file."})
 
 

@@ -18,16 +18,20 @@ from benchmarks.gpu_estimate import (
     scale_out,
 )
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.options import Options
 
 
 @dataclass
-class EstimateArguments:
-    vocab_size: int = field(default=37_000, metadata={"help": "The joint BPE vocabulary's size."})
+class EstimateArguments(Options):
+    vocab_size: int = field(
+        default=37_000, metadata={"help": "The joint BPE vocabulary's size.", "range": ">= 1"}
+    )
     utilisation: float | None = field(
         default=None,
         metadata={
-            "help": "Share of the GPUs' bfloat16 peak assumed reached (default: what the paper's runs imply)."
+            "help": "Share of the GPUs' bfloat16 peak assumed reached (default: what the paper's runs "
+            "imply).",
+            "range": "(0, 1]",
         },
     )
     scale_out: bool = field(
@@ -41,8 +45,6 @@ class EstimateArguments:
 
 def main() -> None:
     (args,) = parse_arguments(EstimateArguments, description=__doc__)
-    if args.utilisation is not None and not 0 < args.utilisation <= 1:
-        raise UsageError(f"--utilisation must be in (0, 1], got {args.utilisation}.")
     print(format_table(estimate(args.vocab_size, args.utilisation)))
     if args.scale_out:
         print()

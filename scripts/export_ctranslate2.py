@@ -11,10 +11,11 @@ from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.extras import require
+from hf_vanilla_transformer.options import Options
 
 
 @dataclass
-class ExportArguments:
+class ExportArguments(Options):
     model: str = field(metadata={"help": "A folder written by save_pretrained / scripts/train.py."})
     output_dir: str = field(metadata={"help": "Where to write the CTranslate2 model."})
     quantization: str | None = field(
@@ -28,7 +29,9 @@ class ExportArguments:
     example: list[str] | None = field(
         default=None, metadata={"help": "Source lines to translate with the exported model."}
     )
-    num_beams: int | None = field(default=None, metadata={"help": "Default: the model's generation_config."})
+    num_beams: int | None = field(
+        default=None, metadata={"help": "Default: the model's generation_config.", "range": ">= 1"}
+    )
 
 
 def main() -> None:

@@ -22,8 +22,9 @@ import hf_vanilla_transformer  # noqa: F401  (registers the model with the Auto 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.extras import require
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.saving import check_model_location, load_model_folder, model_task
-from hf_vanilla_transformer.tasks import DEFAULT_TASK, get_task
+from hf_vanilla_transformer.tasks.registry import task_or_plain
 
 
 def cross_attention(
@@ -124,13 +125,15 @@ def plot_cross_attention(
 
 
 @dataclass
-class PlotArguments:
+class PlotArguments(Options):
     model: str = field(metadata={"help": "A saved model folder (with its tokenizer)."})
     text: str = field(metadata={"help": "The source text."})
     target: str | None = field(
         default=None, metadata={"help": "Target text; default: the model's greedy output."}
     )
-    layer: int = field(default=-1, metadata={"help": "Decoder layer (negative counts from the top)."})
+    layer: int = field(
+        default=-1, metadata={"help": "Decoder layer (negative counts from the top).", "range": "any"}
+    )
     output_file: str = field(
         default="attention.png", metadata={"help": "PNG file to write (its folder is made if missing)."}
     )
@@ -147,7 +150,7 @@ def main() -> None:
         )
     check_model_location(args.model)
     # Outside what it was trained on a model still answers, confidently and wrongly.
-    task = get_task(model_task(AutoConfig.from_pretrained(args.model), args.model) or DEFAULT_TASK)
+    task = task_or_plain(model_task(AutoConfig.from_pretrained(args.model), args.model))
     task.check_input(args.text)
     model, tokenizer = load_model_folder(args.model)
     Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)

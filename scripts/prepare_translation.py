@@ -25,12 +25,13 @@ import pyarrow
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.data.translation import load_translation_dataset, tokenize_translation
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
 
 @dataclass
-class PrepareArguments:
+class PrepareArguments(Options):
     dataset: str = field(
         metadata={
             "help": "A Hub dataset (e.g. bentrevett/multi30k, wmt/wmt14), a local save_to_disk/parquet/JSON "
@@ -49,9 +50,15 @@ class PrepareArguments:
         default=None,
         metadata={"help": "Where to save the tokenized DatasetDict; default: output_dir-tokenized."},
     )
-    max_source_length: int = field(default=256, metadata={"help": "Longer sources (in tokens) are dropped."})
-    max_target_length: int = field(default=256, metadata={"help": "Longer targets (in tokens) are dropped."})
-    num_proc: int | None = field(default=None, metadata={"help": "Processes for tokenization."})
+    max_source_length: int = field(
+        default=256, metadata={"help": "Longer sources (in tokens) are dropped.", "range": ">= 1"}
+    )
+    max_target_length: int = field(
+        default=256, metadata={"help": "Longer targets (in tokens) are dropped.", "range": ">= 1"}
+    )
+    num_proc: int | None = field(
+        default=None, metadata={"help": "Processes for tokenization.", "range": ">= 1"}
+    )
     overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
 
 

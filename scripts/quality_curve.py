@@ -31,28 +31,37 @@ from benchmarks.quality_curve import (
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_not_a_file
 from hf_vanilla_transformer.tasks import DatasetArguments
 
 
 @dataclass
-class CurveArguments:
+class CurveArguments(Options):
     run_dir: list[str] = field(
         metadata={
             "help": "A training run's output_dir, with its checkpoint-<step> folders; or several runs, one "
             "per time budget, each scored at its end."
         }
     )
-    last: int = field(default=5, metadata={"help": "How many checkpoints each point averages (§6.1)."})
+    last: int = field(
+        default=5, metadata={"help": "How many checkpoints each point averages (§6.1).", "range": ">= 1"}
+    )
     every: int = field(
-        default=1, metadata={"help": "Score every N-th checkpoint (the last one always); one run only."}
+        default=1,
+        metadata={
+            "help": "Score every N-th checkpoint (the last one always); one run only.",
+            "range": ">= 1",
+        },
     )
     split: str = field(default="test", metadata={"help": "Which split to score."})
-    batch_size: int = field(default=50, metadata={"help": "Sentences per generate() call."})
+    batch_size: int = field(default=50, metadata={"help": "Sentences per generate() call.", "range": ">= 1"})
     num_beams: int | None = field(
-        default=None, metadata={"help": "Default: the saved generation config (4)."}
+        default=None, metadata={"help": "Default: the saved generation config (4).", "range": ">= 1"}
     )
-    max_examples: int | None = field(default=None, metadata={"help": "Score the first N examples only."})
+    max_examples: int | None = field(
+        default=None, metadata={"help": "Score the first N examples only.", "range": ">= 1"}
+    )
     label: str | None = field(
         default=None, metadata={"help": "This curve's name in the plot; default: the first run's folder."}
     )

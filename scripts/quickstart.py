@@ -29,11 +29,13 @@ from hf_vanilla_transformer.evaluation.generation import (
     generation_settings,
 )
 from hf_vanilla_transformer.metrics import exact_match
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_not_a_file
 from hf_vanilla_transformer.saving import load_model_folder
 from hf_vanilla_transformer.series.dataset import generate_series_dataset
 from hf_vanilla_transformer.series.expansion import taylor_series
 from hf_vanilla_transformer.tasks import DataArguments
+from hf_vanilla_transformer.tasks.series import SeriesTask
 from hf_vanilla_transformer.tokenization import (
     iter_dataset_texts,
     sequence_length_report,
@@ -57,7 +59,7 @@ DEMO_EXPRESSIONS = (
 
 
 @dataclass
-class QuickstartArguments:
+class QuickstartArguments(Options):
     output_dir: str = field(
         default="outputs/quickstart",
         metadata={
@@ -65,21 +67,29 @@ class QuickstartArguments:
         },
     )
     num_examples: int = field(
-        default=8000, metadata={"help": "Series examples to generate (train+val+test)."}
+        default=8000, metadata={"help": "Series examples to generate (train+val+test).", "range": ">= 1"}
     )
     max_terms: int = field(
-        default=2, metadata={"help": "Terms (function calls) per expression, at most (the recipes use 4)."}
+        default=2,
+        metadata={
+            "help": "Terms (function calls) per expression, at most (the recipes use 4).",
+            "range": ">= 1",
+        },
     )
     symbols: list[str] = field(
         default_factory=lambda: ["a", "b"],
         metadata={"help": "The symbols expressions draw from (the recipes use a b c d f g)."},
     )
-    test_size: int = field(default=300, metadata={"help": "Test examples to evaluate on."})
-    vocab_size: int = field(default=600, metadata={"help": "BPE vocabulary size of the series tokenizer."})
+    test_size: int = field(default=300, metadata={"help": "Test examples to evaluate on.", "range": ">= 1"})
+    vocab_size: int = field(
+        default=600, metadata={"help": "BPE vocabulary size of the series tokenizer.", "range": ">= 1"}
+    )
     preset: str = field(default="transformer-mini", metadata={"help": "Model size preset."})
-    max_train_minutes: float = field(default=6.0, metadata={"help": "Wall-clock training budget, minutes."})
-    max_tokens: int = field(default=3000, metadata={"help": "Token budget per batch."})
-    seed: int = field(default=0, metadata={"help": "Seed of data generation and training."})
+    max_train_minutes: float = field(
+        default=6.0, metadata={"help": "Wall-clock training budget, minutes.", "range": "> 0"}
+    )
+    max_tokens: int = field(default=3000, metadata={"help": "Token budget per batch.", "range": ">= 1"})
+    seed: int = field(default=0, metadata={"help": "Seed of data generation and training.", "range": ">= 0"})
     overwrite: bool = field(
         default=False,
         metadata={
@@ -90,11 +100,7 @@ class QuickstartArguments:
 
     def __post_init__(self):
         # Checked as the options are read, before minutes of data generation.
-        for name in ("num_examples", "max_terms", "test_size", "vocab_size", "max_tokens"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name} must be at least 1, got {getattr(self, name)}.")
-        if not self.max_train_minutes > 0:
-            raise UsageError(f"--max_train_minutes must be positive, got {self.max_train_minutes}.")
+        super().__post_init__()
         if self.num_examples <= self.test_size + 100:
             raise UsageError(
                 f"--num_examples ({self.num_examples}) must exceed --test_size ({self.test_size}) plus the "
@@ -172,7 +178,7 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     # match with the paper's 0.1, 0.58 without).
     model_args = ModelArguments(preset=args.preset, config_overrides={"dropout": 0.0})
     data_args = DataArguments(
-        task="series",
+        task=SeriesTask.name,
         dataset=str(data_dir),
         tokenizer=str(tokenizer_dir),
         max_source_length=128,

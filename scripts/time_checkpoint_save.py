@@ -23,17 +23,22 @@ from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerF
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.configuration_vanilla_transformer import PRESETS
 from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.training.checkpoints import write_complete_record
 
 
 @dataclass
-class SaveTimeArguments:
+class SaveTimeArguments(Options):
     presets: list[str] = field(
         default_factory=lambda: ["transformer-base", "transformer-big"],
         metadata={"help": f"Model sizes to time, of {', '.join(PRESETS)}."},
     )
-    vocab_size: int = field(default=37_000, metadata={"help": "The vocabulary (WMT14's joint BPE: 37,000)."})
-    repeats: int = field(default=3, metadata={"help": "Saves timed per size; the median is reported."})
+    vocab_size: int = field(
+        default=37_000, metadata={"help": "The vocabulary (WMT14's joint BPE: 37,000).", "range": ">= 1"}
+    )
+    repeats: int = field(
+        default=3, metadata={"help": "Saves timed per size; the median is reported.", "range": ">= 1"}
+    )
     output_dir: str = field(
         default="outputs",
         metadata={

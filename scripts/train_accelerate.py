@@ -1,8 +1,10 @@
 """Train with a plain Accelerate loop, for users who want the loop in view and in their hands, the way
-transformers' `run_translation_no_trainer.py` is written. The package gives the model, the data, the
-token-budget batches (§5.1) and eq. 3's learning rate; the loop is here, and yours to change. Everything
-else (evaluation and the best checkpoint, time budgets, FSDP, DeepSpeed, every `Seq2SeqTrainingArguments`
-option, recipe files) is `scripts/train.py`, the Trainer, the package's training engine.
+transformers' `run_translation_no_trainer.py` is written. The package gives the tokenizer, the data and the
+model, checked before training (`set_up_training`, as for `scripts/train.py`: both refuse a mistake in the
+same words), the token-budget batches (§5.1) and eq. 3's learning rate; the loop is here, and yours to
+change. Everything else (evaluation and the best checkpoint, time budgets, FSDP, DeepSpeed, every
+`Seq2SeqTrainingArguments` option, recipe files) is `scripts/train.py`, the Trainer, the package's training
+engine.
 
     python scripts/train_accelerate.py --task translation --dataset outputs/data/multi30k-de-en \
         --tokenizer outputs/tokenizers/multi30k-de-en-bpe8k --max_tokens 4096 --max_steps 2000 \
@@ -34,33 +36,27 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
-from transformers import AutoTokenizer, get_scheduler
+from transformers import get_scheduler
 from transformers.trainer_utils import rotate_checkpoints
 
 from hf_vanilla_transformer.cli import make_parser, parse_dataclasses, run_script
 from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.saving import check_model_for_task, check_tokenizer_location
-from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
+from hf_vanilla_transformer.options import Options
+from hf_vanilla_transformer.tasks import DataArguments
 from hf_vanilla_transformer.training import (
     BatchingArguments,
     Interruption,
     LossLog,
     ModelArguments,
-    RecipeArguments,
-    build_model,
-    check_lengths_fit,
     leave_launched_process,
-    model_config,
     paper_peak_learning_rate,
-    resolve_resume,
+    set_up_training,
     token_budget_sampler,
 )
 from hf_vanilla_transformer.training.checkpoints import (
     forget_complete_record,
-    remove_unfinished,
     save_whole_folder,
-    step_of,
     write_complete_record,
 )
 from hf_vanilla_transformer.training.faults import stopped_message
@@ -71,25 +67,44 @@ STATE_PREFIX = "state-"
 
 
 @dataclass
-class LoopArguments:
+class LoopArguments(Options):
     """The loop's own settings; the paper's (§5.3) are the defaults."""
 
     output_dir: str = field(default="outputs/acc", metadata={"help": "Where states, logs and the model go."})
-    max_steps: int = field(default=1000, metadata={"help": "Optimizer updates to train for."})
-    warmup_steps: int = field(default=4000, metadata={"help": "Linear warmup steps of eq. 3 (§5.3: 4000)."})
-    lr_scale: float = field(default=1.0, metadata={"help": "Multiplier of eq. 3's peak learning rate."})
-    adam_beta1: float = field(default=0.9, metadata={"help": "Adam's beta1 (§5.3: 0.9)."})
-    adam_beta2: float = field(default=0.98, metadata={"help": "Adam's beta2 (§5.3: 0.98)."})
-    adam_epsilon: float = field(default=1e-9, metadata={"help": "Adam's epsilon (§5.3: 1e-9)."})
-    max_grad_norm: float = field(default=0.0, metadata={"help": "Clip gradients to this norm; 0 does not."})
-    gradient_accumulation_steps: int = field(default=1, metadata={"help": "Micro-batches per update."})
-    logging_steps: int = field(default=100, metadata={"help": "Log the mean loss every this many updates."})
-    save_steps: int = field(
-        default=1000, metadata={"help": "Save the training state every this many updates."}
+    max_steps: int = field(
+        default=1000, metadata={"help": "Optimizer updates to train for.", "range": ">= 1"}
     )
-    save_total_limit: int = field(default=5, metadata={"help": "Keep this many training states."})
+    warmup_steps: int = field(
+        default=4000, metadata={"help": "Linear warmup steps of eq. 3 (§5.3: 4000).", "range": ">= 0"}
+    )
+    lr_scale: float = field(
+        default=1.0, metadata={"help": "Multiplier of eq. 3's peak learning rate.", "range": "> 0"}
+    )
+    adam_beta1: float = field(default=0.9, metadata={"help": "Adam's beta1 (§5.3: 0.9).", "range": "[0, 1)"})
+    adam_beta2: float = field(
+        default=0.98, metadata={"help": "Adam's beta2 (§5.3: 0.98).", "range": "[0, 1)"}
+    )
+    adam_epsilon: float = field(
+        default=1e-9, metadata={"help": "Adam's epsilon (§5.3: 1e-9).", "range": "> 0"}
+    )
+    max_grad_norm: float = field(
+        default=0.0, metadata={"help": "Clip gradients to this norm; 0 does not.", "range": ">= 0"}
+    )
+    gradient_accumulation_steps: int = field(
+        default=1, metadata={"help": "Micro-batches per update.", "range": ">= 1"}
+    )
+    logging_steps: int = field(
+        default=100, metadata={"help": "Log the mean loss every this many updates.", "range": ">= 1"}
+    )
+    save_steps: int = field(
+        default=1000, metadata={"help": "Save the training state every this many updates.", "range": ">= 1"}
+    )
+    save_total_limit: int = field(
+        default=5, metadata={"help": "Keep this many training states.", "range": ">= 1"}
+    )
     seed: int = field(
-        default=42, metadata={"help": "Seeds the model's initial weights, batches and dropout."}
+        default=42,
+        metadata={"help": "Seeds the model's initial weights, batches and dropout.", "range": ">= 0"},
     )
     mixed_precision: str | None = field(
         default=None, metadata={"help": "no, fp16 or bf16; by default the accelerate config's."}
@@ -102,15 +117,6 @@ class LoopArguments:
         metadata={"help": "A state-<step> folder, or true (latest) for the newest whole one of output_dir."},
     )
     overwrite: bool = field(default=False, metadata={"help": "Replace an earlier run in output_dir."})
-
-    def __post_init__(self):
-        for name in ("max_steps", "gradient_accumulation_steps", "logging_steps", "save_steps"):
-            if getattr(self, name) < 1:
-                raise UsageError(f"--{name} must be at least 1, got {getattr(self, name)}.")
-        if self.warmup_steps < 0:
-            raise UsageError(f"--warmup_steps must be at least 0, got {self.warmup_steps}.")
-        if self.lr_scale <= 0:
-            raise UsageError(f"--lr_scale must be positive, got {self.lr_scale}.")
 
 
 @dataclass
@@ -291,29 +297,13 @@ def main() -> None:
         raise UsageError("The loop batches by token budget: set --max_tokens (e.g. --max_tokens 4096).")
     if data_args.streaming:
         raise UsageError("This loop trains on data held on disk: drop --streaming, or use scripts/train.py.")
-    if not data_args.tokenizer:
-        raise UsageError(
-            "No tokenizer given: pass --tokenizer (a folder made by scripts/train_tokenizer.py)."
-        )
     interruption = Interruption()
     interruption.install()
-    args.resume_from_checkpoint = resolve_resume(
-        args.resume_from_checkpoint, args.output_dir, STATE_PREFIX[:-1]
+    state = PartialState(cpu=args.use_cpu)
+    tokenizer, datasets_, model = set_up_training(
+        model_args, data_args, args, args.overwrite, state, checkpoint_prefix=STATE_PREFIX[:-1]
     )
-    RecipeArguments(overwrite=args.overwrite).check_output_dir(args)
-    if args.resume_from_checkpoint and PartialState().is_main_process:
-        remove_unfinished(args.output_dir, step_of(args.resume_from_checkpoint), STATE_PREFIX[:-1])
-    check_tokenizer_location(data_args.tokenizer)
-    if model_args.model:  # before the data is read: a model for the other task is refused at once
-        check_model_for_task(model_args.model, data_args.task)
-    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
-    check_lengths_fit(data_args, model_config(model_args, tokenizer))  # before the data is tokenized
-    dataset = prepare_dataset(data_args, tokenizer)["train"]
-    set_seed(args.seed)  # the initial weights
-    model = build_model(model_args, tokenizer)
-    data_args.record_in(model.config)
-    final = train_loop(model, tokenizer, dataset, args, batching, interruption)
-    state = PartialState()
+    final = train_loop(model, tokenizer, datasets_["train"], args, batching, interruption)
     status = interruption.exit_status if interruption.stopped else 0
     if state.is_main_process and not status:
         print(f"Saved the trained model to {final}")

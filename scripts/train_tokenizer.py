@@ -27,8 +27,9 @@ from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
-from hf_vanilla_transformer.tasks import TASKS, get_task
+from hf_vanilla_transformer.tasks import TaskChoice
 from hf_vanilla_transformer.tokenization import (
     DEFAULT_MODEL_MAX_LENGTH,
     iter_dataset_texts,
@@ -37,42 +38,34 @@ from hf_vanilla_transformer.tokenization import (
 
 
 @dataclass
-class TokenizerArguments:
-    task: str = field(metadata={"help": "What the tokenizer is for.", "choices": list(TASKS)})
+class TokenizerArguments(TaskChoice, Options):
+    task: str = field(
+        metadata={
+            "help": "What the tokenizer is for: a task's name or a file that defines one (docs/tasks.md)."
+        }
+    )
     output_dir: str = field(metadata={"help": "Folder to save the tokenizer to (save_pretrained)."})
-    vocab_size: int = field(default=8000, metadata={"help": "Vocabulary size, special tokens included."})
+    vocab_size: int = field(
+        default=8000, metadata={"help": "Vocabulary size, special tokens included.", "range": ">= 1"}
+    )
     overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
     dataset: str | None = field(
         default=None,
         metadata={
-            "help": "A data set folder made by scripts/prepare_translation.py or scripts/generate_series.py; "
-            "its train split is used."
+            "help": "A data set folder made by the task's data script (prepare_translation.py, "
+            "generate_series.py, prepare_data.py); its train split is used."
         },
     )
     text_files: list[str] | None = field(
         default=None,
         metadata={"help": "Plain text files (gzip or not), one text a line; instead of --dataset."},
     )
-    min_frequency: int = field(default=2, metadata={"help": "Pairs seen fewer times are never merged."})
-    split_punctuation: bool = field(
-        default=False,
-        metadata={
-            "help": "Translation only: split punctuation from words before BPE (decoding stays exact)."
-        },
-    )
-    integer_digits: bool = field(
-        default=False,
-        metadata={"help": "Series only: write integers digit by digit instead of as BPE tokens."},
-    )
-    tutorial_vocabulary: bool = field(
-        default=False,
-        metadata={
-            "help": "Series only: the fixed character-level vocabulary of Judge & Prosper's tutorial instead "
-            "of a trained BPE (the data is still read, for the length report and the round-trip check)."
-        },
+    min_frequency: int = field(
+        default=2, metadata={"help": "Pairs seen fewer times are never merged.", "range": ">= 1"}
     )
     model_max_length: int = field(
-        default=DEFAULT_MODEL_MAX_LENGTH, metadata={"help": "The model's max_position_embeddings."}
+        default=DEFAULT_MODEL_MAX_LENGTH,
+        metadata={"help": "The model's max_position_embeddings.", "range": ">= 1"},
     )
 
 
@@ -82,12 +75,7 @@ def main() -> None:
     if (args.dataset is None) == (args.text_files is None):
         raise UsageError("Pass exactly one of --dataset and --text_files.")
     check_output_location(args.output_dir, args.overwrite)
-    task = get_task(args.task)
-    options = task.tokenizer_options(  # checked before any data is read
-        split_punctuation=args.split_punctuation,
-        integer_digits=args.integer_digits,
-        tutorial_vocabulary=args.tutorial_vocabulary,
-    )
+    task, options = args.task_spec, args.options  # another task's options are refused before any data is read
 
     validation = None
     if args.dataset is not None:
@@ -101,12 +89,12 @@ def main() -> None:
     tokenizer = task.train_tokenizer(
         corpus,
         args.vocab_size,
+        options,
         min_frequency=args.min_frequency,
         model_max_length=args.model_max_length,
         output_dir=args.output_dir,
-        **options,
     )
-    print(f"Trained a {len(tokenizer)}-token {args.task} tokenizer in {time.perf_counter() - start:.1f} s")
+    print(f"Trained a {len(tokenizer)}-token {task.name} tokenizer in {time.perf_counter() - start:.1f} s")
     print(f"Saved to {args.output_dir}")
 
     if validation is not None:

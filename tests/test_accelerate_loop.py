@@ -186,3 +186,38 @@ def test_loop_refuses_what_it_cannot_train_in_one_line(translation_data, tmp_pat
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.strip().splitlines()[-1].startswith(f"error: {message}")
     assert not (tmp_path / "o").exists()
+
+
+@pytest.mark.parametrize(
+    ("mistake", "message"),
+    [
+        ("no tokenizer", "No tokenizer given: pass --tokenizer"),
+        ("a model of another task", "is a series model, not a translation one: give --task series"),
+        ("lengths beyond the positions", "max_source_length 300 / max_target_length 96 allow pairs of 300"),
+        ("an earlier run", f"holds an earlier training run ({LOSS_LOG_NAME}): pass --overwrite"),
+    ],
+)
+def test_both_scripts_refuse_a_mistake_in_the_same_words(translation_data, tmp_path, mistake, message):
+    """The Trainer script and the loop start from the same set-up (`set_up_training`): a mistake either can
+    make is refused by both in the same line, before anything is written."""
+    options = ["--task", "translation", *_tiny(translation_data), "--max_tokens", "200"]
+    out = tmp_path / "run"
+    if mistake == "no tokenizer":
+        at = options.index("--tokenizer")
+        del options[at : at + 2]
+    elif mistake == "a model of another task":
+        tiny_config(task="series").save_pretrained(tmp_path / "series-model")
+        options += ["--model", tmp_path / "series-model"]
+    elif mistake == "lengths beyond the positions":
+        options += ["--max_source_length", "300"]
+    else:
+        out.mkdir()
+        (out / LOSS_LOG_NAME).write_text("{}\n")
+    errors = []
+    for script in ("train.py", "train_accelerate.py"):
+        result = run_script_file(script, *options, "--output_dir", out, cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-2000:]
+        errors.append(result.stderr.strip().splitlines()[-1])
+    assert errors[0] == errors[1]
+    assert errors[0].startswith("error: ") and message in errors[0]
+    assert not out.exists() or [path.name for path in out.iterdir()] == [LOSS_LOG_NAME]

@@ -19,6 +19,9 @@ def test_citation_file_matches_the_package():
     citation = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
     assert citation["cff-version"] == "1.2.0"
     assert (citation["title"], citation["version"]) == (project["name"], project["version"])
+    import hf_vanilla_transformer
+
+    assert hf_vanilla_transformer.__version__ == project["version"]
     assert citation["license"] == project["license"]["text"] == "Apache-2.0"
     (paper,) = citation["references"]
     assert paper["title"] == "Attention Is All You Need" and paper["year"] == 2017

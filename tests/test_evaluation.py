@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from hf_vanilla_transformer.tasks import TASKS
+from hf_vanilla_transformer.tasks import get_task
 
 
 def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model):
@@ -12,16 +12,16 @@ def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model)
     from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, generation_settings
 
     config = tiny_model.generation_config
-    series = generation_settings(EvaluationArguments(model="unused"), TASKS["series"], config)
-    translation = generation_settings(EvaluationArguments(model="unused"), TASKS["translation"], config)
+    series = generation_settings(EvaluationArguments(model="unused"), get_task("series"), config)
+    translation = generation_settings(EvaluationArguments(model="unused"), get_task("translation"), config)
     assert series["max_new_tokens"] == config.max_length == 256
     assert translation["max_new_tokens"] is None  # generate_texts applies source length + 50 per batch
     chosen = generation_settings(
-        EvaluationArguments(model="unused", num_beams=1, max_new_tokens=7), TASKS["series"], config
+        EvaluationArguments(model="unused", num_beams=1, max_new_tokens=7), get_task("series"), config
     )
     assert (chosen["num_beams"], chosen["max_new_tokens"]) == (1, 7)
     assert "length_penalty" not in chosen  # greedy has none; generate() would warn that it is ignored
-    beam = generation_settings(EvaluationArguments(model="unused", num_beams=3), TASKS["series"], config)
+    beam = generation_settings(EvaluationArguments(model="unused", num_beams=3), get_task("series"), config)
     assert (beam["num_beams"], beam["length_penalty"]) == (3, 0.6)
 
 

@@ -49,7 +49,7 @@ def test_quickstart_refuses_impossible_options_before_any_work(tmp_path):
     result = run_script_file("quickstart.py", "--max_train_minutes", "-1",
                              "--output_dir", str(tmp_path / "q"), cwd=tmp_path)  # fmt: skip
     assert result.returncode == 2
-    assert result.stderr.strip().splitlines() == ["error: --max_train_minutes must be positive, got -1.0."]
+    assert result.stderr.strip().splitlines() == ["error: --max_train_minutes must be more than 0, got -1.0."]
     assert not (tmp_path / "q").exists()
     with pytest.raises(ValueError, match=r"--num_examples \(300\) must exceed --test_size \(300\)"):
         QuickstartArguments(num_examples=300)

@@ -8,9 +8,8 @@ from dataclasses import fields
 from pathlib import Path
 
 import pytest
-from transformers import HfArgumentParser
 
-from hf_vanilla_transformer.cli import parse_recipe_and_args
+from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args
 from hf_vanilla_transformer.training import (
     TRAINING_ARGUMENTS,
     ModelArguments,
@@ -33,7 +32,8 @@ config_overrides:
 
 
 def _parse(*args):
-    return parse_recipe_and_args(HfArgumentParser(TRAINING_ARGUMENTS), [str(a) for a in args])
+    args = [str(a) for a in args]
+    return parse_recipe_and_args(make_parser(*TRAINING_ARGUMENTS, args=args), args)
 
 
 def test_command_line_overrides_a_yaml_recipe_and_keeps_the_rest(tmp_path):
@@ -196,7 +196,7 @@ def test_every_option_has_help():
     for dtype in TRAINING_ARGUMENTS:
         missing = [f.name for f in fields(dtype) if f.init and not f.metadata.get("help")]
         assert not missing, f"{dtype.__name__}: {missing}"
-    text = HfArgumentParser(TRAINING_ARGUMENTS).format_help()
+    text = make_parser(*TRAINING_ARGUMENTS, args=[]).format_help()
     assert "Clip gradients to this global norm" in text and "Stop training (and save)" in text
 
 

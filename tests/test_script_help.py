@@ -115,36 +115,54 @@ def test_every_documented_command_uses_options_its_script_has(monkeypatch):
     assert not wrong, "documented options the scripts do not have:\n" + "\n".join(wrong)
 
 
-# A value just outside each kind of range in `cli.NUMERIC_RANGES`.
+# A value just outside each kind of range a field's metadata gives (`options.in_range`).
 OUTSIDE = {">= 1": "0", ">= 0": "-1", "> 0": "0", "[0, 1)": "1", "[0, 1]": "2", "(0, 1)": "0", "(0, 1]": "0"}
 OUTSIDE["[1, 65535]"] = "0"
 
 
-@pytest.mark.parametrize("script", CLI_SCRIPTS)
+def is_numeric(field) -> bool:
+    """Whether an option takes numbers (a list of them too), by its annotation; a flag is no number."""
+    kind = str(field.type)
+    return ("int" in kind or "float" in kind) and "bool" not in kind and "str" not in kind
+
+
+@pytest.mark.parametrize("script", [*CLI_SCRIPTS, *BENCHMARK_SCRIPTS])
 def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
-    """Beams, counts, sizes, budgets, minutes: each numeric option of every script has a range, and a value
-    outside it is refused in one line naming the option before the script does any work."""
-    from hf_vanilla_transformer.cli import NUMERIC_RANGES, numeric_options, parse_dataclasses
+    """Beams, counts, sizes, budgets, minutes: each numeric option of every script, a task's options
+    included, has a range on its field, and a value outside it is refused in one line naming the option
+    before the script does any work."""
+    from hf_vanilla_transformer.cli import own_fields, parse_dataclasses
     from hf_vanilla_transformer.errors import UsageError
+    from hf_vanilla_transformer.options import RANGE, Options
 
     parser = built_parser(script, monkeypatch)
     monkeypatch.undo()  # the real argparse again, to parse
-    names = [name for dtype in parser.dataclass_types for name in numeric_options(dtype)]
-    assert not set(names) - set(NUMERIC_RANGES), (
-        f"{script}.py: no range for {set(names) - set(NUMERIC_RANGES)}"
+    ranges, missing, unchecked = {}, [], []
+    for dtype in parser.dataclass_types:
+        for field in own_fields(dtype):
+            if not is_numeric(field):
+                continue
+            if RANGE not in field.metadata:
+                missing.append(f"--{field.name} ({dtype.__qualname__})")
+                continue
+            ranges[field.name] = field.metadata[RANGE]
+            if not issubclass(dtype, Options):  # its ranges would be checked by nobody
+                unchecked.append(dtype.__qualname__)
+    assert not missing, f'{script}.py: numeric options without a "range" in their metadata: {missing}'
+    assert not unchecked, (
+        f"{script}.py: dataclasses with ranges but not options.Options: {sorted(set(unchecked))}"
     )
     required = []
     for action in parser._actions:
         if action.required and action.option_strings:
             value = action.choices[0] if action.choices else ("1" if action.type in (int, float) else "x")
             required += [action.option_strings[0], str(value)]
-    for name in names:
-        if NUMERIC_RANGES[name] == "any":
+    for name, spec in ranges.items():
+        if spec == "any":
             continue
-        # The central check, or the dataclass's own where it has one (a library caller builds it directly;
-        # the Trainer checks some of its options in its own words).
+        # Checked as the dataclass is built (`options.Options`), so library code is refused too.
         with pytest.raises(UsageError, match=rf"\b{name}\b"):
-            parse_dataclasses(parser, [*required, f"--{name}", OUTSIDE[NUMERIC_RANGES[name]]])
+            parse_dataclasses(parser, [*required, f"--{name}", OUTSIDE[spec]])
 
 
 # The scripts' options that take text but name no file or folder; and those that name one but that the rule

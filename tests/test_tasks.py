@@ -20,7 +20,7 @@ from hf_vanilla_transformer.saving import (
     model_task,
 )
 from hf_vanilla_transformer.series.sampling import iter_candidates
-from hf_vanilla_transformer.tasks import TASKS, DataArguments, get_task, prepare_dataset
+from hf_vanilla_transformer.tasks import DataArguments, get_task, prepare_dataset
 from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
 
 from .script_runner import run_script_file
@@ -57,42 +57,56 @@ def translation_tokenizer_dir(tmp_path_factory) -> Path:
 
 
 def test_each_task_names_its_columns_metric_and_defaults():
-    translation, series = TASKS["translation"], TASKS["series"]
-    args = DataArguments(task="translation", source_lang="en", target_lang="de")
+    translation, series = get_task("translation"), get_task("series")
+    args = DataArguments(task="translation").with_options(source_lang="en", target_lang="de")
     assert translation.text_fields(args) == (("translation", "en"), ("translation", "de"))
     assert series.text_fields(args) == (("expression", None), ("series", None))
     assert (translation.best_metric, series.best_metric) == ("bleu", "exact_match")
     assert (translation.output_length_from_config, series.output_length_from_config) == (False, True)
     assert series.row_formats and not translation.row_formats
-    switches = {"integer_digits": True, "tutorial_vocabulary": False, "split_punctuation": False}
-    assert series.tokenizer_options(**switches) == {"integer_digits": True, "tutorial_vocabulary": False}
-    assert translation.tokenizer_options(split_punctuation=True, integer_digits=False) == {
-        "split_punctuation": True
-    }
-    for option in ("integer_digits", "tutorial_vocabulary"):
-        with pytest.raises(ValueError, match=f"`{option}` applies to the series task only"):
-            translation.tokenizer_options(**{option: True})
-    with pytest.raises(ValueError, match="`split_punctuation` applies to the translation task only"):
-        series.tokenizer_options(split_punctuation=True)
+    assert translation.splits_into_sentences and not series.splits_into_sentences
     with pytest.raises(ValueError, match="single digits already"):
-        series.tokenizer_options(integer_digits=True, tutorial_vocabulary=True)
+        series.options(integer_digits=True, tutorial_vocabulary=True)
 
 
 def test_unknown_task_and_misplaced_options_are_refused():
-    with pytest.raises(ValueError, match="Unknown task 'summarization'; expected one of translation, series"):
+    with pytest.raises(ValueError, match="Unknown task 'summarization'; installed: series, translation"):
         get_task("summarization")
     with pytest.raises(ValueError, match="Unknown task"):
         DataArguments(task="summarization")
-    with pytest.raises(ValueError, match="series task only"):
-        DataArguments(task="translation", symbol_renamings=2)
+    series_options = get_task("series").options(symbol_renamings=2)
+    given = DataArguments(task="translation")
+    given.attach_options([series_options, get_task("translation").options()])
+    with pytest.raises(ValueError, match="`symbol_renamings` applies to the series task only"):
+        _ = given.options
     with pytest.raises(ValueError, match=r"max_unknown_token_share.*\[0, 1\]"):
         DataArguments(max_unknown_token_share=1.5)
+    with pytest.raises(ValueError, match=r"--task .*series or translation"):
+        _ = DataArguments().task_spec
 
 
-def _translation_args(data: Path, tokenizer: Path, **overrides) -> DataArguments:
+def test_a_task_options_of_another_task_are_refused_on_the_command_line(tmp_path):
+    """Every task's options are on the parser; one set for another task is refused in one line."""
+    from hf_vanilla_transformer.cli import make_parser, parse_dataclasses
+
+    def parse(*args):
+        return parse_dataclasses(make_parser(DataArguments, args=list(args)), list(args))
+
+    (args,) = parse("--task", "series", "--symbol_renamings", "2")
+    assert args.options.symbol_renamings == 2
+    (args,) = parse("--task", "translation", "--source_lang", "fr")
+    assert args.options.source_lang == "fr"
+    (args,) = parse("--task", "translation", "--symbol_renamings", "2")
+    with pytest.raises(ValueError, match="`symbol_renamings` applies to the series task only"):
+        _ = args.options
+    with pytest.raises(ValueError, match=r"--symbol_renamings must be at least 0, got -1"):
+        parse("--task", "series", "--symbol_renamings", "-1")
+
+
+def _translation_args(data: Path, tokenizer: Path, source_lang: str = "de", **overrides) -> DataArguments:
     options = dict(task="translation", dataset=str(data), tokenizer=str(tokenizer), max_source_length=128,
                    max_target_length=128)  # fmt: skip
-    return DataArguments(**{**options, **overrides})
+    return DataArguments(**{**options, **overrides}).with_options(source_lang=source_lang)
 
 
 def test_a_fitting_tokenizer_trains_without_a_word(multi30k, translation_tokenizer_dir, caplog):
@@ -125,7 +139,9 @@ def test_a_tokenizer_for_other_data_is_caught_before_training(multi30k, series_t
         prepare_dataset(
             _translation_args(multi30k, series_tokenizer_dir, max_unknown_token_share=1.0), tokenizer
         )
-    warnings = " ".join(r.getMessage() for r in caplog.records if r.name == "hf_vanilla_transformer.tasks")
+    warnings = " ".join(
+        r.getMessage() for r in caplog.records if r.name.startswith("hf_vanilla_transformer.tasks")
+    )
     assert "its merges do not apply" in warnings and str(series_tokenizer_dir) in warnings
 
 
@@ -261,7 +277,7 @@ def test_a_model_given_for_another_task_is_refused_naming_both(multi30k, tmp_pat
     assert model_task(model, old) is None  # unknown: nothing is refused
 
 
-@pytest.mark.parametrize("name", sorted(TASKS))
+@pytest.mark.parametrize("name", ["series", "translation"])
 def test_each_task_holds_what_the_tools_ask_of_it(name, tmp_path):
     """The demo page, the attention plot, the pipeline and the data errors ask the task object, never its
     name: its examples pass its own input check; an empty folder is refused, naming the script that fills

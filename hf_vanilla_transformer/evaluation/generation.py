@@ -22,10 +22,11 @@ from tqdm.auto import tqdm
 from transformers import AutoConfig, GenerationConfig, LogitsProcessor, LogitsProcessorList
 
 from ..errors import ExistingPathError, UsageError
-from ..pipeline_seq2seq import UNSPLIT_TASKS
+from ..options import Options
 from ..saving import check_model_location, check_model_task, load_model_folder, model_task
 from ..sentences import sentence_rules, split_document, translate_documents
-from ..tasks import DEFAULT_TASK, DatasetArguments, Task, load_split_texts
+from ..tasks import DatasetArguments, Task, load_split_texts
+from ..tasks.registry import find_task, installed_task_of
 
 logger = logging.getLogger(__name__)
 
@@ -42,23 +43,26 @@ def check_device(name: str) -> torch.device:
 
 
 @dataclass
-class EvaluationArguments:
+class EvaluationArguments(Options):
     model: str = field(metadata={"help": "A saved model folder (with its tokenizer) or a Hub name."})
     split: str = field(default="test", metadata={"help": "Which split of the data set to evaluate on."})
-    batch_size: int = field(default=32, metadata={"help": "Sentences per generate() call."})
+    batch_size: int = field(default=32, metadata={"help": "Sentences per generate() call.", "range": ">= 1"})
     num_beams: int | None = field(
-        default=None, metadata={"help": "Default: the saved generation config (4)."}
+        default=None, metadata={"help": "Default: the saved generation config (4).", "range": ">= 1"}
     )
-    length_penalty: float | None = field(default=None, metadata={"help": "Default: the saved config (0.6)."})
+    length_penalty: float | None = field(
+        default=None, metadata={"help": "Default: the saved config (0.6).", "range": "any"}
+    )
     max_new_tokens: int | None = field(
         default=None,
         metadata={
             "help": "Default: translation, source length + 50 (§6.1); series, the saved config's max_length "
-            "(a series is many times longer than its expression)."
+            "(a series is many times longer than its expression).",
+            "range": ">= 1",
         },
     )
     max_examples: int | None = field(
-        default=None, metadata={"help": "Evaluate on the first N examples only."}
+        default=None, metadata={"help": "Evaluate on the first N examples only.", "range": ">= 1"}
     )
     output_file: str | None = field(
         default=None,
@@ -72,7 +76,8 @@ class EvaluationArguments:
         metadata={
             "help": "Join every N consecutive examples (sources and references) into one text, a paragraph "
             "of N sentences, to measure documents; each text is translated sentence by sentence, as the "
-            "pipeline does."
+            "pipeline does.",
+            "range": ">= 1",
         },
     )
     split_sentences: bool = field(
@@ -81,7 +86,7 @@ class EvaluationArguments:
     )
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing report of the same name."})
     show_examples: int = field(
-        default=5, metadata={"help": "How many predictions to print next to references."}
+        default=5, metadata={"help": "How many predictions to print next to references.", "range": ">= 0"}
     )
     device: str = field(
         default="cuda" if torch.cuda.is_available() else "cpu",
@@ -89,6 +94,7 @@ class EvaluationArguments:
     )
 
     def __post_init__(self):
+        super().__post_init__()
         check_device(self.device)
         if not self.split_sentences and self.sentences_per_text == 1:
             raise UsageError(
@@ -345,10 +351,10 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     # The model's task first, before any data is read: its own by default, another one refused.
     model_config = AutoConfig.from_pretrained(eval_args.model)
     if data_args.task is None:
-        data_args.task = model_task(model_config, eval_args.model) or DEFAULT_TASK
+        data_args.task = installed_task_of(model_task(model_config, eval_args.model), eval_args.model).name
     check_model_task(model_config, eval_args.model, data_args.task)
     task = data_args.task_spec
-    if eval_args.sentences_per_text > 1 and task.name in UNSPLIT_TASKS:
+    if eval_args.sentences_per_text > 1 and not task.splits_into_sentences:
         raise UsageError(
             f"--sentences_per_text {eval_args.sentences_per_text}: a {task.name} example is no sentence of a "
             "text; evaluate it with --sentences_per_text 1."
@@ -409,7 +415,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     report = {
         "command": " ".join(shlex.quote(a) for a in [Path(sys.executable).name, *sys.argv]),
         "model": eval_args.model,
-        "data": asdict(data_args),
+        "data": {**asdict(data_args), **data_args.options_record()},
         "split": eval_args.split,
         "num_examples": len(sources),
         **(
@@ -439,15 +445,14 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
 
 def format_report(report: dict, show_examples: int = 5) -> str:
     """Metrics, breakdowns and a few predictions side by side with their references, for the terminal."""
-    from ..tasks import get_task
-
     lines = [
         f"{report['model']} on {report['split']} ({report['num_examples']} examples, "
         f"{_decoding_name(report['generation'])}, {report['generation_seconds']} s):"
     ]
     for name, value in report["metrics"].items():
         lines.append(f"  {name}: {value:.4f}" if isinstance(value, float) else f"  {name}: {value}")
-    for key, row_format in get_task(report["data"]["task"]).row_formats.items():
+    task = find_task(report["data"]["task"])
+    for key, row_format in (task.row_formats if task is not None else {}).items():
         for row in report.get(key, []):
             lines.append(
                 f"  {row_format.format(**row)} ({row['n']} examples): "

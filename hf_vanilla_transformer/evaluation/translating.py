@@ -35,10 +35,10 @@ from transformers import AutoConfig, GenerationConfig
 
 from ..errors import ExistingPathError, MissingPathError, UsageError
 from ..extras import require
-from ..pipeline_seq2seq import UNSPLIT_TASKS
+from ..options import Options
 from ..saving import check_model_location, load_model_folder, model_task
 from ..sentences import LANGUAGE_CODES, sentence_rules, split_document, translate_documents
-from ..tasks import DEFAULT_TASK, get_task
+from ..tasks.registry import task_or_plain
 from .generation import (
     EXTRA_OUTPUT_TOKENS,
     check_device,
@@ -60,7 +60,7 @@ DEFAULT_WINDOW = 10_000
 
 
 @dataclass
-class TranslateArguments:
+class TranslateArguments(Options):
     model: str = field(
         metadata={
             "help": "A saved model folder with its tokenizer (ours, MarianMTModel, any "
@@ -83,40 +83,58 @@ class TranslateArguments:
     window: int = field(
         default=DEFAULT_WINDOW,
         metadata={
-            "help": "Lines read, sorted by length and batched at a time; the output is written after each."
+            "help": "Lines read, sorted by length and batched at a time; the output is written after each.",
+            "range": ">= 1",
         },
     )
-    batch_size: int = field(default=32, metadata={"help": "Inputs per generate() call, at most."})
+    batch_size: int = field(
+        default=32, metadata={"help": "Inputs per generate() call, at most.", "range": ">= 1"}
+    )
     max_tokens: int | None = field(
         default=None,
-        metadata={"help": "Source tokens per batch, padding included, at most (a longer input goes alone)."},
+        metadata={
+            "help": "Source tokens per batch, padding included, at most (a longer input goes alone).",
+            "range": ">= 1",
+        },
     )
-    num_beams: int | None = field(default=None, metadata={"help": "Default: the saved generation config."})
+    num_beams: int | None = field(
+        default=None, metadata={"help": "Default: the saved generation config.", "range": ">= 1"}
+    )
     length_penalty: float | None = field(
-        default=None, metadata={"help": "Default: the saved generation config."}
+        default=None, metadata={"help": "Default: the saved generation config.", "range": "any"}
     )
     max_new_tokens: int | None = field(
         default=None,
         metadata={
             "help": "Default: each source's length + 50 (§6.1); for a series model, the saved config's "
-            "max_length."
+            "max_length.",
+            "range": ">= 1",
         },
     )
     min_new_tokens: int | None = field(
-        default=None, metadata={"help": "generate()'s: no </s> before this many new tokens."}
+        default=None, metadata={"help": "generate()'s: no </s> before this many new tokens.", "range": ">= 1"}
     )
     do_sample: bool = field(default=False, metadata={"help": "Sample instead of searching."})
-    top_k: int | None = field(default=None, metadata={"help": "With --do_sample: the k likeliest tokens."})
-    top_p: float | None = field(default=None, metadata={"help": "With --do_sample: nucleus sampling."})
-    temperature: float | None = field(default=None, metadata={"help": "With --do_sample: the temperature."})
+    top_k: int | None = field(
+        default=None, metadata={"help": "With --do_sample: the k likeliest tokens.", "range": ">= 0"}
+    )
+    top_p: float | None = field(
+        default=None, metadata={"help": "With --do_sample: nucleus sampling.", "range": "(0, 1]"}
+    )
+    temperature: float | None = field(
+        default=None, metadata={"help": "With --do_sample: the temperature.", "range": "> 0"}
+    )
     no_repeat_ngram_size: int | None = field(
-        default=None, metadata={"help": "generate()'s: no n-gram of this size twice in an output."}
+        default=None,
+        metadata={"help": "generate()'s: no n-gram of this size twice in an output.", "range": ">= 0"},
     )
     repetition_penalty: float | None = field(
-        default=None, metadata={"help": "generate()'s: above 1 discourages tokens already generated."}
+        default=None,
+        metadata={"help": "generate()'s: above 1 discourages tokens already generated.", "range": "> 0"},
     )
     seed: int = field(
-        default=0, metadata={"help": "With --do_sample: the seed (each batch's is derived from it)."}
+        default=0,
+        metadata={"help": "With --do_sample: the seed (each batch's is derived from it).", "range": ">= 0"},
     )
     split_sentences: bool = field(
         default=False,
@@ -157,6 +175,7 @@ class TranslateArguments:
     )
 
     def __post_init__(self):
+        super().__post_init__()
         check_device(self.device)
         if self.backend not in BACKENDS:
             raise UsageError(f"--backend {self.backend!r} is none: give {' or '.join(BACKENDS)}.")
@@ -568,7 +587,7 @@ def _transformers_settings(args: TranslateArguments) -> tuple[dict, object, list
     written is refused at once."""
     check_model_location(args.model)
     config = AutoConfig.from_pretrained(args.model)
-    task = get_task(model_task(config, args.model) or DEFAULT_TASK)
+    task = task_or_plain(model_task(config, args.model))
     loaded = None
     try:
         generation_config = GenerationConfig.from_pretrained(args.model)
@@ -589,7 +608,7 @@ def _ctranslate2_settings(args: TranslateArguments) -> tuple[dict, object, list[
             "make one with scripts/export_ctranslate2.py, or drop --backend ctranslate2."
         )
     defaults = json.loads((folder / GENERATION_DEFAULTS_FILE).read_text(encoding="utf-8"))
-    task = get_task(defaults.get("task") or DEFAULT_TASK)
+    task = task_or_plain(defaults.get("task"))
     saved = GenerationConfig(
         num_beams=defaults["num_beams"],
         length_penalty=defaults["length_penalty"],
@@ -627,7 +646,7 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
                 f"--model {args.model} is a CTranslate2 export: pass --backend ctranslate2 with it."
             )
         generation, task, languages, loaded = _transformers_settings(args)
-    if args.split_sentences and task.name in UNSPLIT_TASKS:
+    if args.split_sentences and not task.splits_into_sentences:
         raise UsageError(f"--split_sentences: a {task.name} input is no text of sentences; drop it.")
     language = None
     if args.split_sentences:

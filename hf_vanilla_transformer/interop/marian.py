@@ -23,6 +23,7 @@ from ..modeling_vanilla_transformer import (
     sinusoidal_position_table,
 )
 from ..saving import is_local_path
+from ..tasks.translation import TranslationTask
 
 # Marian's positions are fixed sinusoids, never trained: they are dropped, after checking they are the table
 # this package builds (a checkpoint with other positions would not compute the same here).
@@ -62,7 +63,7 @@ def config_from_marian(marian_config) -> VanillaTransformerConfig:
         bos_token_id=marian_config.bos_token_id,
         eos_token_id=marian_config.eos_token_id,
         decoder_start_token_id=marian_config.decoder_start_token_id,
-        task="translation",
+        task=TranslationTask.name,
     )
 
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import sympy as sp
 
 from ..errors import ExistingPathError, UsageError
+from ..options import Options
 from .expansion import se
 from .grammar import SYMBOL_NAMES, count_terms
 from .renamings import symbol_renaming_shape
@@ -75,51 +76,64 @@ def length_stats(values: Sequence[int]) -> dict[str, float]:
 
 
 @dataclass
-class SeriesDataArguments:
+class SeriesDataArguments(Options):
     """Command-line arguments of ``scripts/generate_series.py`` (parsed with ``HfArgumentParser``)."""
 
     output_dir: str = field(
         default="outputs/data/series", metadata={"help": "Where to save the DatasetDict and summary.json."}
     )
-    num_examples: int = field(default=50_000, metadata={"help": "Unique examples in all splits together."})
-    seed: int = field(default=0, metadata={"help": "Seed of the expression sampler and of the split."})
+    num_examples: int = field(
+        default=50_000, metadata={"help": "Unique examples in all splits together.", "range": ">= 1"}
+    )
+    seed: int = field(
+        default=0, metadata={"help": "Seed of the expression sampler and of the split.", "range": ">= 0"}
+    )
     max_terms: int = field(
         default=MAX_TERMS,
         metadata={
-            "help": f"Terms (function calls) per expression, at most; 1 to {MAX_TERMS} drawn uniformly."
+            "help": f"Terms (function calls) per expression, at most; 1 to {MAX_TERMS} drawn uniformly.",
+            "range": ">= 1",
         },
     )
     symbols: list[str] = field(
         default_factory=lambda: list(SYMBOL_NAMES),
         metadata={"help": f"The symbols expressions draw from, a subset of {' '.join(SYMBOL_NAMES)}."},
     )
-    num_proc: int = field(default=2, metadata={"help": "Worker processes computing series."})
+    num_proc: int = field(default=2, metadata={"help": "Worker processes computing series.", "range": ">= 1"})
     test_size: int | None = field(
         default=None,
-        metadata={"help": "Examples in the test split (default: 2000, or 4 percent below 50,000)."},
+        metadata={
+            "help": "Examples in the test split (default: 2000, or 4 percent below 50,000).",
+            "range": ">= 0",
+        },
     )
     validation_size: int | None = field(
         default=None,
-        metadata={"help": "Examples in the validation split (default: 1000, or 2 percent below 50,000)."},
+        metadata={
+            "help": "Examples in the validation split (default: 1000, or 2 percent below 50,000).",
+            "range": ">= 0",
+        },
     )
     timeout: float = field(
-        default=2.0, metadata={"help": "Seconds per expression before its worker is killed and replaced."}
+        default=2.0,
+        metadata={"help": "Seconds per expression before its worker is killed and replaced.", "range": "> 0"},
     )
     max_target_chars: int = field(
         default=1000,
-        metadata={"help": "Longer series are dropped as too_long (the 99th percentile is ~500)."},
+        metadata={
+            "help": "Longer series are dropped as too_long (the 99th percentile is ~500).",
+            "range": ">= 1",
+        },
     )
     memory_limit_mb: int = field(
-        default=2048, metadata={"help": "Extra address space per worker; 0 disables the limit."}
+        default=2048,
+        metadata={"help": "Extra address space per worker; 0 disables the limit.", "range": ">= 0"},
     )
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing non-empty output_dir."})
 
     def __post_init__(self):
-        for name in ("num_examples", "num_proc", "max_target_chars"):
-            validate_positive(name, getattr(self, name), integer=True)
+        super().__post_init__()
         check_sampling(self.max_terms, self.symbols)
-        validate_positive("timeout", self.timeout)
-        validate_positive("memory_limit_mb", self.memory_limit_mb, allow_zero=True, integer=True)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise UsageError(f"seed={self.seed!r} must be an integer.")
         default_test, default_validation = default_split_sizes(self.num_examples)
@@ -127,8 +141,6 @@ class SeriesDataArguments:
             self.test_size = default_test
         if self.validation_size is None:
             self.validation_size = default_validation
-        for name in ("test_size", "validation_size"):
-            validate_positive(name, getattr(self, name), allow_zero=True, integer=True)
         if self.test_size + self.validation_size >= self.num_examples:
             raise UsageError(
                 f"test_size={self.test_size} + validation_size={self.validation_size} must be smaller than "

@@ -1,11 +1,11 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
 `batching` (token-budget batches and their options), `logs` (loss log and curves), `budget` (training by the
-clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and what training
-builds from them) and `trainer` (`run_training`, the Trainer path, and the `Seq2SeqTrainer` subclass on
-token-budget batches, with full weights gathered under FSDP and DeepSpeed, and no false "missing keys" on
-resuming). Their public names are importable from here. The Trainer is
-the package's one training engine; `scripts/train_accelerate.py` is a plain loop for users who write
-their own.
+clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and
+`set_up_training`, what both training scripts build from them) and `trainer` (`run_training`, the Trainer
+path, and the `Seq2SeqTrainer` subclass on token-budget batches, with full weights gathered under FSDP and
+DeepSpeed, and no false "missing keys" on resuming). Their public names are importable from here. The
+Trainer is the package's one training engine; `scripts/train_accelerate.py` is a plain loop for users who
+write their own.
 
 What comes from libraries: the optimizer (Adam in `Seq2SeqTrainingArguments`), the warmup + inverse
 square-root schedule (transformers' `inverse_sqrt`), label smoothing (`torch.nn.functional.cross_entropy`,
@@ -27,7 +27,9 @@ from .arguments import (
     choose_schedule,
     load_config_overrides,
     model_config,
+    prepare_output_dir,
     prepare_training,
+    set_up_training,
 )
 from .averaging import average_checkpoints, last_checkpoints
 from .batching import (
@@ -95,7 +97,9 @@ __all__ = [
     "paper_learning_rate",
     "paper_peak_learning_rate",
     "plot_loss_curves",
+    "prepare_output_dir",
     "prepare_training",
+    "set_up_training",
     "run_training",
     "choose_schedule",
     "missing_beyond_tied_copies",

@@ -8,16 +8,29 @@ import json
 import logging
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 import torch
-from transformers import AutoConfig, SchedulerType, Seq2SeqTrainingArguments, set_seed
+from accelerate import PartialState
+from datasets import DatasetDict
+from transformers import (
+    AutoConfig,
+    AutoTokenizer,
+    PreTrainedTokenizerBase,
+    SchedulerType,
+    Seq2SeqTrainingArguments,
+    set_seed,
+)
+from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
 from transformers.training_args import ParallelMode
 
 from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from ..options import Options
 from ..outputs import check_not_a_file
 from ..saving import check_model_for_task, check_model_location, check_tokenizer_location
 from ..tasks import DataArguments, prepare_dataset
@@ -57,8 +70,40 @@ class ModelArguments:
 
 
 # What a training run writes into its output_dir (the Trainer's checkpoints, the plain loop's states): an
-# earlier run's files are not trained over unasked (`RecipeArguments.check_output_dir`).
+# earlier run's files are not trained over unasked (`prepare_output_dir`).
 RUN_FILES = ("checkpoint-*", "state-*", "final", f"final{UNFINISHED_SUFFIX}", LOSS_LOG_NAME, LOSS_PLOT_NAME)
+
+
+def prepare_output_dir(output_dir: str | Path, resuming: bool, overwrite: bool) -> None:
+    """Refuse to train into an earlier run's output_dir unless asked (`overwrite`, which then deletes that
+    run's files, and only those), or continuing it (`resuming`). Otherwise the new run would rotate away the
+    earlier run's checkpoints, append to its loss log and replace its final model."""
+    check_not_a_file(output_dir)
+    if resuming:
+        return
+    folder = Path(output_dir)
+    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")) and not overwrite:
+        raise ExistingPathError(
+            f"{folder} holds a saved model (config.json and weights): a run would fill it with its "
+            "checkpoints. Give another --output_dir (start from the model with --model), or pass "
+            "--overwrite to train into it anyway."
+        )
+    earlier = sorted(path.name for pattern in RUN_FILES for path in folder.glob(pattern))
+    if not earlier:
+        return
+    if not overwrite:
+        shown = ", ".join(earlier[:4]) + (", ..." if len(earlier) > 4 else "")
+        raise ExistingPathError(
+            f"{folder} holds an earlier training run ({shown}): pass --overwrite to replace it, "
+            "--resume_from_checkpoint true to continue it, or another --output_dir."
+        )
+    for name in earlier:
+        path = folder / name
+        # Every process of a multi-process run may get here; what another already deleted is gone.
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 @dataclass
@@ -71,11 +116,13 @@ class RecipeArguments(BatchingArguments):
         metadata={
             "help": "Multiplier of eq. 3's peak learning rate, used when --learning_rate is not set; given, "
             "eq. 3 sets the rate from a trained --model too. Unset: 1, or a fine-tuning rate from a trained "
-            "--model."
+            "--model.",
+            "range": "> 0",
         },
     )
     max_train_minutes: float | None = field(
-        default=None, metadata={"help": "Stop training (and save) after this many minutes of wall time."}
+        default=None,
+        metadata={"help": "Stop training (and save) after this many minutes of wall time.", "range": "> 0"},
     )
     decay_by_clock: bool = field(
         default=False,
@@ -88,7 +135,8 @@ class RecipeArguments(BatchingArguments):
         default=None,
         metadata={
             "help": "With decay_by_clock: warmup ends after warmup_steps or after this share of the time "
-            "budget, whichever comes first (a slow machine may not reach warmup_steps in a short budget)."
+            "budget, whichever comes first (a slow machine may not reach warmup_steps in a short budget).",
+            "range": "(0, 1)",
         },
     )
 
@@ -96,7 +144,8 @@ class RecipeArguments(BatchingArguments):
         default=120.0,
         metadata={
             "help": "Seconds a process of a multi-process run may go without answering (stopped, frozen, its "
-            "machine lost) before the run ends, naming it; 0 waits for --ddp_timeout instead."
+            "machine lost) before the run ends, naming it; 0 waits for --ddp_timeout instead.",
+            "range": ">= 0",
         },
     )
 
@@ -110,36 +159,10 @@ class RecipeArguments(BatchingArguments):
     )
 
     def check_output_dir(self, training_args: Seq2SeqTrainingArguments) -> None:
-        """Refuse to train into an earlier run's output_dir unless asked (`overwrite`, which then deletes
-        that run's files, and only those), or continuing it (`resume_from_checkpoint`). Otherwise the new
-        run would rotate away the earlier run's checkpoints, append to its loss log and replace its final
-        model."""
-        check_not_a_file(training_args.output_dir)
-        if training_args.resume_from_checkpoint:
-            return
-        folder = Path(training_args.output_dir)
-        if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")) and not self.overwrite:
-            raise ExistingPathError(
-                f"{folder} holds a saved model (config.json and weights): a run would fill it with its "
-                "checkpoints. Give another --output_dir (start from the model with --model), or pass "
-                "--overwrite to train into it anyway."
-            )
-        earlier = sorted(path.name for pattern in RUN_FILES for path in folder.glob(pattern))
-        if not earlier:
-            return
-        if not self.overwrite:
-            shown = ", ".join(earlier[:4]) + (", ..." if len(earlier) > 4 else "")
-            raise ExistingPathError(
-                f"{folder} holds an earlier training run ({shown}): pass --overwrite to replace it, "
-                "--resume_from_checkpoint true to continue it, or another --output_dir."
-            )
-        for name in earlier:
-            path = folder / name
-            # Every process of a multi-process run may get here; what another already deleted is gone.
-            if path.is_dir():
-                shutil.rmtree(path, ignore_errors=True)
-            else:
-                path.unlink(missing_ok=True)
+        """`prepare_output_dir` for the Trainer's options, with this recipe's `overwrite`."""
+        prepare_output_dir(
+            training_args.output_dir, bool(training_args.resume_from_checkpoint), self.overwrite
+        )
 
     def check(self, training_args: Seq2SeqTrainingArguments) -> None:
         """Refuse a combination that cannot be trained, naming the options to change."""
@@ -153,8 +176,6 @@ class RecipeArguments(BatchingArguments):
                 raise UsageError(
                     "max_warmup_fraction is a share of the time budget: set --decay_by_clock too."
                 )
-            if not 0 < self.max_warmup_fraction < 1:
-                raise UsageError(f"max_warmup_fraction must be in (0, 1), got {self.max_warmup_fraction}.")
         if not self.decay_by_clock:
             return
         if self.max_train_minutes is None:
@@ -179,7 +200,7 @@ FINE_TUNING = {"learning_rate": 5e-5, "lr_scheduler_type": "linear", "warmup_ste
 
 
 @dataclass
-class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
+class PaperSeq2SeqTrainingArguments(Options, Seq2SeqTrainingArguments):
     """`Seq2SeqTrainingArguments` whose defaults are the paper's recipe (§5.3): Adam with betas (0.9, 0.98)
     and eps 1e-9 (torch's AdamW with no weight decay is Adam), no gradient clipping, linear warmup then
     inverse square-root decay over 4000 warmup steps; plus generation during evaluation so the task metric
@@ -188,24 +209,34 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     output_dir: str | None = field(
         default="outputs/run", metadata={"help": "Where checkpoints, logs and the final model go."}
     )
-    adam_beta1: float = field(default=0.9, metadata={"help": "Adam's beta1 (§5.3: 0.9)."})
-    adam_beta2: float = field(default=0.98, metadata={"help": "Adam's beta2 (§5.3: 0.98)."})
-    adam_epsilon: float = field(default=1e-9, metadata={"help": "Adam's epsilon (§5.3: 1e-9)."})
+    adam_beta1: float = field(default=0.9, metadata={"help": "Adam's beta1 (§5.3: 0.9).", "range": "[0, 1)"})
+    adam_beta2: float = field(
+        default=0.98, metadata={"help": "Adam's beta2 (§5.3: 0.98).", "range": "[0, 1)"}
+    )
+    adam_epsilon: float = field(
+        default=1e-9, metadata={"help": "Adam's epsilon (§5.3: 1e-9).", "range": "> 0"}
+    )
     weight_decay: float = field(
         default=0.0,
         metadata={
-            "help": "Decoupled weight decay (AdamW) on all weights but biases and LayerNorm (paper: 0)."
+            "help": "Decoupled weight decay (AdamW) on all weights but biases and LayerNorm (paper: 0).",
+            "range": ">= 0",
         },
     )
     max_grad_norm: float = field(
-        default=0.0, metadata={"help": "Clip gradients to this global norm; 0 does not clip (the paper's)."}
+        default=0.0,
+        metadata={
+            "help": "Clip gradients to this global norm; 0 does not clip (the paper's).",
+            "range": ">= 0",
+        },
     )
     learning_rate: float | None = field(
         default=None,
         metadata={
             "help": "Peak learning rate. Unset: eq. 3's peak times --lr_scale (lr_scale * d_model^-0.5 * "
             f"warmup^-0.5) for a new model, {FINE_TUNING['learning_rate']:g} to fine-tune a trained --model "
-            "(eq. 3's if --lr_scale is given)."
+            "(eq. 3's if --lr_scale is given).",
+            "range": "> 0",
         },
     )
     lr_scheduler_type: SchedulerType | str | None = field(
@@ -221,7 +252,8 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
         metadata={
             "help": "Linear warmup steps; below 1, a fraction of the training steps. Unset: "
             f"{PAPER['warmup_steps']} (§5.3) for a new model, {FINE_TUNING['warmup_steps']} to fine-tune a "
-            "trained --model."
+            "trained --model.",
+            "range": ">= 0",
         },
     )
     predict_with_generate: bool = field(
@@ -229,7 +261,10 @@ class PaperSeq2SeqTrainingArguments(Seq2SeqTrainingArguments):
     )
     save_total_limit: int | None = field(
         default=5,
-        metadata={"help": "Keep this many checkpoints (the best one as well); §6.1 averages the last 5."},
+        metadata={
+            "help": "Keep this many checkpoints (the best one as well); §6.1 averages the last 5.",
+            "range": ">= 1",
+        },
     )
     metric_for_best_model: str | None = field(
         default=TASK_METRIC,
@@ -400,54 +435,88 @@ def check_streaming(recipe_args: RecipeArguments, training_args: PaperSeq2SeqTra
     training_args.ignore_data_skip = True
 
 
-def prepare_training(
+class RunOptions(Protocol):
+    """What `set_up_training` reads of a training script's own options, which `PaperSeq2SeqTrainingArguments`
+    and the plain loop's `LoopArguments` both hold."""
+
+    output_dir: str
+    resume_from_checkpoint: str | bool | None  # set to the checkpoint it names (`resolve_resume`)
+    seed: int
+
+
+def set_up_training(
     model_args: ModelArguments,
     data_args: DataArguments,
-    recipe_args: RecipeArguments,
-    training_args: PaperSeq2SeqTrainingArguments,
-):
-    """What training starts from: the tokenizer, the tokenized splits, and the model, built after
-    seeding with `training_args.seed` so that a recipe's seed fixes the initial weights too; sets the
-    schedule options left unset (`choose_schedule`)."""
-    from transformers import AutoTokenizer
-
-    check_processes_train_together(training_args)
-    training_args.resume_from_checkpoint = resolve_resume(
-        training_args.resume_from_checkpoint, training_args.output_dir
-    )
-    recipe_args.check(training_args)
-    recipe_args.check_output_dir(training_args)
-    if training_args.resume_from_checkpoint and training_args.process_index == 0:
-        remove_unfinished(training_args.output_dir, step_of(training_args.resume_from_checkpoint))
+    run: RunOptions,
+    overwrite: bool,
+    state: PartialState,
+    checkpoint_prefix: str = PREFIX_CHECKPOINT_DIR,
+    before_reading_data: Callable[[VanillaTransformerConfig], None] | None = None,
+) -> tuple[PreTrainedTokenizerBase, DatasetDict, VanillaTransformerForConditionalGeneration]:
+    """What both training scripts start from: the tokenizer, the tokenized splits and the model, built after
+    seeding with `run.seed` (so that a recipe's seed fixes the initial weights too) and recording the task.
+    Refuses, in one line and before any data is read, what cannot be trained; then sets
+    `run.resume_from_checkpoint` to the `<checkpoint_prefix>-<step>` folder it names, prepares
+    `run.output_dir` (`prepare_output_dir`, with `overwrite`) and calls `before_reading_data` with the model's
+    configuration. `state` is the run's processes (accelerate's `PartialState`)."""
+    check_not_a_file(run.output_dir)  # first: a file named as the output is no run's, whatever else is wrong
     if not data_args.tokenizer:
         raise UsageError(
             "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "
             "a Hub name)."
         )
     check_tokenizer_location(data_args.tokenizer)
-    if data_args.streaming:
-        check_streaming(recipe_args, training_args)
-    if model_args.model:  # before the data is read: a model for the other task is refused at once
+    if model_args.model:
         check_model_for_task(model_args.model, data_args.task)
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
-    # Before the data is read and tokenized (minutes for a large corpus), from the configuration alone.
     config = model_config(model_args, tokenizer)
     check_lengths_fit(data_args, config)
-    logger.info(
-        choose_schedule(recipe_args, training_args, config.d_model, from_trained=bool(model_args.model))
-    )
-    # Under several processes the main one tokenizes first and the others read what `datasets` cached (a
-    # corpus of millions of pairs is tokenized once, not once per GPU).
-    with training_args.main_process_first(desc="tokenizing the data"):
+    run.resume_from_checkpoint = resolve_resume(run.resume_from_checkpoint, run.output_dir, checkpoint_prefix)
+    # The last check: with --overwrite it deletes the earlier run, which a refusal above must leave whole.
+    prepare_output_dir(run.output_dir, bool(run.resume_from_checkpoint), overwrite)
+    if run.resume_from_checkpoint and state.is_main_process:
+        remove_unfinished(run.output_dir, step_of(run.resume_from_checkpoint), checkpoint_prefix)
+    if before_reading_data is not None:
+        before_reading_data(config)
+    # Under several processes the main one of each machine tokenizes first and the others read what `datasets`
+    # cached (a corpus of millions of pairs is tokenized once, not once per GPU).
+    with state.local_main_process_first():
         datasets_ = prepare_dataset(data_args, tokenizer)
-    set_seed(training_args.seed)
+    set_seed(run.seed)
     model = build_model(model_args, tokenizer)
     data_args.record_in(model.config)
     logger.info(
-        "Model: %s, %.2fM parameters; peak learning rate %.2e; %s training pairs",
+        "Model: %s, %.2fM parameters; %s training pairs",
         model_args.model or model_args.preset,
         sum(p.numel() for p in model.parameters()) / 1e6,
-        training_args.learning_rate,
         "streamed" if data_args.streaming else datasets_["train"].num_rows,
     )
     return tokenizer, datasets_, model
+
+
+def prepare_training(
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    recipe_args: RecipeArguments,
+    training_args: PaperSeq2SeqTrainingArguments,
+) -> tuple[PreTrainedTokenizerBase, DatasetDict, VanillaTransformerForConditionalGeneration]:
+    """`set_up_training` from the Trainer's options, after the checks of what only the Trainer reads (its
+    processes, the recipe, a stream); it fills the schedule options left unset (`choose_schedule`)."""
+    check_processes_train_together(training_args)
+    recipe_args.check(training_args)
+    if data_args.streaming:
+        check_streaming(recipe_args, training_args)
+
+    def say_schedule(config: VanillaTransformerConfig) -> None:
+        # First in the log, before the data's lines: what the run trains with.
+        from_trained = bool(model_args.model)
+        logger.info(choose_schedule(recipe_args, training_args, config.d_model, from_trained=from_trained))
+
+    return set_up_training(
+        model_args,
+        data_args,
+        training_args,
+        recipe_args.overwrite,
+        training_args.distributed_state,
+        before_reading_data=say_schedule,
+    )

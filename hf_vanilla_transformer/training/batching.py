@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 from transformers.trainer_pt_utils import BatchRebalanceSampler
 
 from ..errors import UsageError
+from ..options import Options
 
 # How examples are ordered before they are cut into batches. "padded_length": by the longer of source and
 # target (a batch's padded size), then by target length. "source_length": by source length, then by target
@@ -20,7 +21,7 @@ BATCH_ORDERS = ("padded_length", "source_length")
 
 
 @dataclass
-class BatchingArguments:
+class BatchingArguments(Options):
     """How training batches are made: by a token budget (`max_tokens`, the samplers below), or, without one,
     by the Trainer's `per_device_train_batch_size`."""
 
@@ -28,7 +29,8 @@ class BatchingArguments:
         default=None,
         metadata={
             "help": "Token budget per training batch, batching similar lengths (§5.1; fairseq's "
-            "--max-tokens). Replaces per_device_train_batch_size."
+            "--max-tokens). Replaces per_device_train_batch_size.",
+            "range": ">= 1",
         },
     )
     batch_order: str = field(
@@ -44,7 +46,8 @@ class BatchingArguments:
         default=1,
         metadata={
             "help": "Token-budget batches hold a multiple of this many sentences (the remainder starts the "
-            "next batch), as fairseq's --required-batch-size-multiple (8 there)."
+            "next batch), as fairseq's --required-batch-size-multiple (8 there).",
+            "range": ">= 1",
         },
     )
 
@@ -52,17 +55,10 @@ class BatchingArguments:
         default=20_000,
         metadata={
             "help": "With --streaming: examples read, sorted by length and cut into token-budget batches "
-            "at a time (what bounds memory; more examples make batches of closer lengths)."
+            "at a time (what bounds memory; more examples make batches of closer lengths).",
+            "range": ">= 1",
         },
     )
-
-    def __post_init__(self):
-        if self.stream_buffer < 1:
-            raise UsageError(f"`stream_buffer` must be 1 or more, got {self.stream_buffer}.")
-        if self.max_tokens is not None and self.max_tokens < 1:
-            raise UsageError(f"`max_tokens` must be 1 or more, got {self.max_tokens}.")
-        if self.batch_size_multiple < 1:
-            raise UsageError(f"`batch_size_multiple` must be 1 or more, got {self.batch_size_multiple}.")
 
 
 class TokenBudgetBatchSampler(BatchRebalanceSampler):

@@ -424,14 +424,9 @@ def end_process(accelerator: Accelerator, status: int = 0) -> None:
 
 
 def leave_launched_process(status: int = 0) -> None:
-    """End one process of a several-process launch, its work done and its process group taken down: run the
-    exit handlers (trackers', libraries'), flush, and end without the interpreter's finalization.
-
-    Gloo's communication threads outlive `destroy_process_group` for as long as anything holds a process
-    group (DeepSpeed keeps its groups in module globals and on every ZeRO-3 parameter, out of reach here), and
-    their teardown during finalization can abort a process whose work is done ("terminate called without an
-    active exception", SIGABRT), failing a run that succeeded; torch's c10d maintainers describe the mechanism
-    in pytorch PR 179291."""
+    """End one process of a several-process launch, its work done: run the exit handlers, flush, and end
+    without the interpreter's finalization, in which gloo's threads can abort a finished process
+    (docs/training.md, "Several processes")."""
     atexit._run_exitfuncs()  # what a normal exit runs (logging's shutdown among them); no public name
     sys.stdout.flush()
     sys.stderr.flush()

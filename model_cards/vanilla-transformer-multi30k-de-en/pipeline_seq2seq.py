@@ -22,13 +22,10 @@ from .sentences import sentence_rules, split_document, translate_documents
 
 TASK_NAME = "seq2seq-generation"
 
-# A check of one input text for each task a model was trained on (its config's `task`): it raises ValueError
-# naming what is wrong. Empty in the copy a folder carries; the installed package, when imported, adds the
-# series model's grammar, outside which that model still answers, confidently and wrongly.
-INPUT_CHECKS: dict[str, Callable[[str], None]] = {}
-
-# The tasks whose inputs are no text to split into sentences (the installed package adds the series task).
-UNSPLIT_TASKS: set[str] = set()
+# How the model's task (its config's `task`) takes an input: a check of one text that raises ValueError naming
+# what is wrong (or None), and whether a text is split into sentences. The installed package sets it on import
+# to ask its task registry; the copy a folder carries has none, and takes any model as plain text to text.
+INPUT_RULES: Callable[[str | None], tuple[Callable[[str], None] | None, bool]] | None = None
 # Sentences generated at once when a document is split and the call names no `batch_size`.
 SENTENCE_BATCH_SIZE = 16
 
@@ -83,7 +80,7 @@ class Seq2SeqGenerationPipeline(Pipeline):
     def __call__(self, inputs, *args, **kwargs):
         settings = {**self._preprocess_params, **kwargs}
         split = settings.get("split_sentences", True)
-        if not split or getattr(self.model.config, "task", None) in UNSPLIT_TASKS:
+        if not split or not self._input_rules()[1]:
             return super().__call__(inputs, *args, **kwargs)
         single = isinstance(inputs, str)
         texts = [inputs] if single else inputs
@@ -115,10 +112,14 @@ class Seq2SeqGenerationPipeline(Pipeline):
         if not text.strip():
             # Given nothing, a model still writes something: a sentence made up from its start token alone.
             raise ValueError(f"{TASK_NAME} got an empty input: give it text to generate from.")
-        check = INPUT_CHECKS.get(getattr(self.model.config, "task", None))
+        check = self._input_rules()[0]
         if check is not None:
             check(text)
         return self.tokenizer(text, return_tensors="pt", truncation=truncation, return_token_type_ids=False)
+
+    def _input_rules(self):
+        task = getattr(self.model.config, "task", None)
+        return INPUT_RULES(task) if INPUT_RULES is not None else (None, True)
 
     def _forward(self, model_inputs, **generate_kwargs):
         # The arguments given at construction and per call, merged by `_sanitize_parameters` as for any custom

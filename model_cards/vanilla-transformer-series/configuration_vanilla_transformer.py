@@ -8,6 +8,7 @@ configurations use) and the standard library, so that a saved model folder can c
 `trust_remote_code` loading.
 """
 
+import re
 from numbers import Real
 from typing import Any, ClassVar
 
@@ -16,8 +17,6 @@ from transformers import PreTrainedConfig
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 INIT_METHODS = ("xavier", "fairseq")
-# What a trained model was trained for, as this package's tools name tasks (`hf_vanilla_transformer.tasks`).
-MODEL_TASKS = ("translation", "series")
 SINUSOID_LAYOUTS = ("interleaved", "halves")
 
 # Named presets: keyword overrides applied on top of the paper defaults.
@@ -85,6 +84,13 @@ def _choice(choices: tuple[str, ...]):
             raise ValueError(f"unknown value {value!r}; expected one of {choices}.")
 
     return check
+
+
+def check_task_name(value: Any) -> None:
+    """A task's name, as a registry records it: no list of tasks here, so that a model of a task of its user's
+    own loads wherever this file goes."""
+    if value is not None and not (isinstance(value, str) and re.fullmatch(r"[a-z][a-z0-9_]*", value)):
+        raise ValueError(f"must be None or a task name (lower-case letters, digits, _), got {value!r}.")
 
 
 def check_languages(value: Any) -> None:
@@ -161,9 +167,10 @@ class VanillaTransformerConfig(PreTrainedConfig):
             smaller, which lets the identity path of a post-LN model carry more early in training; it learned
             more per update on Multi30k (docs/experiments/multi30k.md). Only training from scratch reads it:
             loaded weights replace the initialisation.
-        task: what the model was trained for, `"translation"` or `"series"`: the package's tools (evaluation,
-            the demo, attention plots) read it to refuse a model given for another task. `None` for a fresh
-            model and for folders saved before it existed; training sets it.
+        task: the registered name of the task the model was trained for (`hf_vanilla_transformer.tasks`,
+            which a user's own tasks join): the package's tools (evaluation, the demo, attention plots) read
+            it to refuse a model given for another task. `None` for a fresh model and for folders saved
+            before it existed; training sets it.
         langs: a translation model's source and target language codes, e.g. `["de", "en"]` (as transformers'
             FSMT configuration names them); the pipeline splits a text into sentences by the source
             language's rules. `None` for other tasks and unknown languages; training and the Marian import set
@@ -219,7 +226,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     layer_norm_eps: float = 1e-5
     init_std: float | None = None
     init_method: str = validated_field(_choice(INIT_METHODS), default="fairseq")
-    task: str | None = validated_field(_choice((None, *MODEL_TASKS)), default=None)
+    task: str | None = validated_field(check_task_name, default=None)
     langs: list[str] | None = validated_field(check_languages, default=None)
     use_cache: bool = True
     is_encoder_decoder: bool = True

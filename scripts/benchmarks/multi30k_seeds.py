@@ -69,6 +69,7 @@ from benchmarks.seed_comparison import (
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.metrics import load_translation_metric
+from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.training.logs import LOSS_LOG_NAME
 
 REPORT = "eval-test-beam4-lp0.6.json"
@@ -83,17 +84,23 @@ FAIRSEQ_WARMUP = 600  # fairseq_train.sh's: checkpoints before its end are not a
 
 
 @dataclass
-class SeedArguments:
+class SeedArguments(Options):
     arm: list[str] = field(
         metadata={
             "help": "Every arm, each name=options; the first is the baseline (--arm baseline= 'x=--seed 3')."
         }
     )
-    seeds: list[int] = field(default_factory=lambda: [0, 1], metadata={"help": "Seeds of every arm."})
-    max_steps: int = field(default=1000, metadata={"help": "Updates of every run."})
-    eval_steps: int = field(default=200, metadata={"help": "Validation loss every N updates."})
+    seeds: list[int] = field(
+        default_factory=lambda: [0, 1], metadata={"help": "Seeds of every arm.", "range": ">= 0"}
+    )
+    max_steps: int = field(default=1000, metadata={"help": "Updates of every run.", "range": ">= 1"})
+    eval_steps: int = field(
+        default=200, metadata={"help": "Validation loss every N updates.", "range": ">= 1"}
+    )
     recipe: str = field(default="scripts/recipes/multi30k_de_en_paper.yaml", metadata={"help": "The recipe."})
-    parallel: int = field(default=2, metadata={"help": "Runs at a time (each on cores / parallel threads)."})
+    parallel: int = field(
+        default=2, metadata={"help": "Runs at a time (each on cores / parallel threads).", "range": ">= 1"}
+    )
     output_dir: str = field(
         default="outputs/seeds-multi30k", metadata={"help": "One folder per run, and the report."}
     )
@@ -113,7 +120,8 @@ class SeedArguments:
         default=None,
         metadata={
             "help": "Train every run for this many minutes instead of --max_steps updates, without "
-            "validation (a clock: run alone, --parallel 1)."
+            "validation (a clock: run alone, --parallel 1).",
+            "range": "> 0",
         },
     )
 

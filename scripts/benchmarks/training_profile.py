@@ -23,7 +23,7 @@ import torch
 from transformers import TrainerCallback
 from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 
-from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.options import Options
 
 from .harness import MATMUL_OPERATORS, matmul_peak_gflops, training_flops_per_step
 
@@ -44,21 +44,24 @@ OPERATOR_CATEGORIES = (
 
 
 @dataclass
-class ProfileArguments:
-    untimed_steps: int = field(default=3, metadata={"help": "Steps run before anything is measured."})
-    timed_steps: int = field(default=20, metadata={"help": "Steps timed phase by phase."})
+class ProfileArguments(Options):
+    untimed_steps: int = field(
+        default=3,
+        metadata={
+            "help": "Steps run before anything is measured (the first timed step needs the end of the one "
+            "before it).",
+            "range": ">= 1",
+        },
+    )
+    timed_steps: int = field(default=20, metadata={"help": "Steps timed phase by phase.", "range": ">= 1"})
     operator_steps: int = field(
-        default=3, metadata={"help": "Steps run after those under torch.profiler, for the operator table."}
+        default=3,
+        metadata={
+            "help": "Steps run after those under torch.profiler, for the operator table (0: no table).",
+            "range": ">= 0",
+        },
     )
     output_file: str | None = field(default=None, metadata={"help": "Also write the results here (JSON)."})
-
-    def __post_init__(self):
-        if self.untimed_steps < 1 or self.timed_steps < 1 or self.operator_steps < 0:
-            raise UsageError(
-                "--untimed_steps and --timed_steps must be at least 1 (the first timed step needs "
-                "the end of the one before it), --operator_steps at least 0; got "
-                f"{self.untimed_steps}, {self.timed_steps}, {self.operator_steps}."
-            )
 
 
 class PhaseClock(TrainerCallback):

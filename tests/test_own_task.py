@@ -198,3 +198,14 @@ def test_a_model_of_a_task_not_installed_is_plain_text_to_text():
     check("sin(a*x)")
     with pytest.raises(ValueError, match="log"):
         check("log(x)")
+
+
+def test_the_demo_page_takes_the_task_from_its_file(trained):
+    import demo  # scripts/demo.py
+
+    spec = demo.ModelSpec.parse(f"{TASK_FILE}={trained / 'run' / 'final'}")
+    page_model = demo.DemoModel.load(spec)
+    assert page_model.task.name == "number_words" and page_model.task.demo_examples == ("7", "1234", "90017")
+    assert page_model.check_input(" 1234 ") == "1234"
+    with pytest.raises(demo.DemoInputError, match="not a number written in digits"):
+        page_model.check_input("twelve")

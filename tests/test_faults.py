@@ -375,9 +375,11 @@ def test_workers_of_a_killed_launcher_save_and_leave(translation_data, tmp_path)
         time.sleep(10)
         assert not [worker for worker in workers if _running(worker)]
         _, stderr = launcher.communicate(timeout=10)  # what the workers wrote
-        assert stderr.count("is gone: stopping this process") == 2
+        assert stderr.count("is gone: stopping this process") == 2, stderr[-3000:]
         # They left as on SIGTERM: a whole checkpoint at the step they reached.
-        (line,) = [line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM at step ")]
+        stopped = [line for line in stderr.splitlines() if line.startswith("Stopped by SIGTERM at step ")]
+        assert len(stopped) == 1, stderr[-5000:]
+        (line,) = stopped
         step = int(line.split(" at step ")[1].split(",")[0])
         assert (out / f"checkpoint-{step}" / COMPLETE_NAME).is_file()
     finally:

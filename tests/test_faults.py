@@ -153,7 +153,7 @@ def test_a_second_interrupt_leaves_at_once(monkeypatch):
     interruption._handle(signal.SIGINT, None)
     interruption._handle(signal.SIGTERM, None)  # what SLURM or a launcher passes on at once: the same request
     assert left == [] and interruption.received == signal.SIGINT
-    interruption.received_at -= 2
+    interruption.signalled_at -= 2
     interruption._handle(signal.SIGINT, None)
     assert left == [130]
     assert said[-1] == (2, "\nSIGINT again: leaving now, without saving.\n")
@@ -164,6 +164,20 @@ def test_a_second_interrupt_leaves_at_once(monkeypatch):
     finishing.phase = Interruption.AFTER
     finishing._handle(signal.SIGTERM, None)
     assert "training is over; finishing the final folder" in said[-1][1] and left == [130]
+
+
+def test_a_signal_after_a_peers_request_is_this_process_first(monkeypatch):
+    """Both workers of a killed launcher signal themselves; one learns of the other's request at a step's end
+    first (`FaultsCallback`). Its own signal, seconds later, is still its first: it saves with its peer."""
+    left, said = [], []
+    monkeypatch.setattr(os, "_exit", left.append)
+    monkeypatch.setattr(os, "write", lambda descriptor, data: said.append((descriptor, data.decode())))
+    interruption = Interruption()
+    interruption.phase = Interruption.TRAINING
+    interruption.received = signal.SIGTERM  # as `FaultsCallback.on_step_end` records a peer's request
+    time.sleep(1.1)
+    interruption._handle(signal.SIGTERM, None)
+    assert left == [] and "saving a checkpoint at the end of this step" in said[-1][1]
 
 
 def test_killed_at_random_instants_again_and_again_ends_as_the_uninterrupted_run(

@@ -38,8 +38,10 @@ class Interruption:
     BEFORE, TRAINING, AFTER = "before", "training", "after"
 
     def __init__(self):
-        self.received: int | None = None  # the first signal that came
-        self.received_at = 0.0
+        self.received: int | None = None  # the first signal that came, here or (`FaultsCallback`) to a peer
+        # When this process got its own first signal: a peer's request that stopped training is not the user
+        # asking this process twice.
+        self.signalled_at: float | None = None
         self.stopped = False  # training stopped on the request: every process agreed, after the same step
         self.phase = self.BEFORE
         self._pid = os.getpid()
@@ -67,8 +69,9 @@ class Interruption:
         if self.phase == self.BEFORE:
             _say(f"{name}: stopping before training started; nothing to save.")
             raise SystemExit(128 + number)
-        if self.received is None:
-            self.received, self.received_at = number, time.monotonic()
+        if self.signalled_at is None:
+            self.signalled_at = time.monotonic()
+            self.received = self.received or number
             again = f"({name} again: leave now)"
             if self.phase == self.TRAINING:
                 _say(f"{name}: saving a checkpoint at the end of this step, then stopping {again}")
@@ -76,7 +79,7 @@ class Interruption:
                 _say(f"{name}: training is over; finishing the final folder {again}")
         # SLURM signals every process of a job step, and a launcher passes on what it gets: a repeat within a
         # second is the same request, not the user asking again.
-        elif time.monotonic() - self.received_at >= 1.0:
+        elif time.monotonic() - self.signalled_at >= 1.0:
             _say(f"{name} again: leaving now, without saving.")
             os._exit(128 + number)
 

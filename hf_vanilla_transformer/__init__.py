@@ -18,7 +18,6 @@ from .modeling_vanilla_transformer import (
 )
 from .pipeline_seq2seq import TASK_NAME as PIPELINE_TASK
 from .pipeline_seq2seq import Seq2SeqGenerationPipeline, register_pipeline
-from .tasks.registry import input_rules
 
 AutoConfig.register(VanillaTransformerConfig.model_type, VanillaTransformerConfig, exist_ok=True)
 AutoModel.register(VanillaTransformerConfig, VanillaTransformerModel, exist_ok=True)
@@ -31,7 +30,16 @@ VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 register_pipeline()
-pipeline_seq2seq.INPUT_RULES = input_rules  # the registry's tasks say how their models take inputs
+
+
+def _task_input_rules(task: str | None) -> tuple:
+    # The registry loads the tasks' code (datasets among it): on a pipeline's first input, not at import.
+    from .tasks.registry import input_rules
+
+    return input_rules(task)
+
+
+pipeline_seq2seq.INPUT_RULES = _task_input_rules  # the registry's tasks say how their models take inputs
 
 __version__ = "0.5.0"
 

@@ -1,17 +1,19 @@
 """The command line, the package's top layer (only scripts import it): every script's parser, recipe files
 read into it (`parse_recipe_and_args`), unknown options answered with the closest real one, each option's
 range shown in `--help` (its field's metadata, checked as the dataclass is built: `options.Options`), the
-options of every task added where a script takes --task, and a user's mistake (a missing
-folder, a bad split, a configuration that cannot work, corrupt weights, empty data) ended with its message
-and exit status 2 instead of a traceback, and an output that is one of the command's inputs or holds one
-refused (`outputs.check_output_options`). Ctrl-C ends a script in one line with exit status 130.
+chosen task's options parsed apart where a script takes --task (`parse_task_options`), and a user's mistake (a
+missing folder, a bad split, a configuration that cannot work, corrupt weights, empty data) ended with its
+message and exit status 2 instead of a traceback, and an output that is one of the command's inputs or holds
+one refused (`outputs.check_output_options`). Ctrl-C ends a script in one line with exit status 130.
 
 A user error is a type, never a guess: the package's `errors.UserError` family, a model configuration's
 refusal of a value (the errors of `@strict` dataclasses, which name the field and the value), and a model
 folder's unreadable weights (`UnreadableWeightsError` of the model file, which cannot import the package).
 While the options are parsed, a `ValueError` is the refusal of a value given (the Trainer checks its own
-arguments so) and becomes one. Anything else, a `ValueError` from a bug included, is a bug or something
-unforeseen, and keeps its traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1` shows the traceback of user errors too.
+arguments so) and becomes one. An exception raised in a task file (`--task path/to/file.py`) is its author's
+to fix, told at its line in the file (`tasks.registry.task_file_error`). Anything else, a `ValueError` from a
+bug included, is a bug or something unforeseen, and keeps its traceback. `HF_VANILLA_TRANSFORMER_DEBUG=1`
+shows the traceback of user errors too.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from .errors import MissingPathError, UsageError, UserError
 from .options import RANGE, describe_range
 from .outputs import check_output_options
+from .readers import iter_text_lines
 
 # A configuration's refusal of a field's value, or of how its values combine.
 CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
@@ -72,6 +75,13 @@ def is_user_error(error: BaseException) -> bool:
     return isinstance(error, (UserError, *CONFIG_ERRORS, *model_errors))
 
 
+def task_code_error(error: BaseException) -> UserError | None:
+    """An exception raised in the code of a task file, as one line at its line in the file; None for any
+    other. The registry is looked up, not imported: a script that never read a task imported no task file."""
+    registry = sys.modules.get(f"{__package__}.tasks.registry")
+    return registry.task_file_error(error) if registry is not None else None
+
+
 # 128 + SIGINT: what a shell reports for a command that Ctrl-C ended.
 INTERRUPTED_STATUS = 130
 
@@ -97,10 +107,11 @@ def run_script(main: Callable[[], object]) -> None:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(BROKEN_PIPE_STATUS) from None
     except Exception as error:
-        if os.environ.get(DEBUG_VARIABLE) or not is_user_error(error):
+        reported = error if is_user_error(error) else task_code_error(error)
+        if os.environ.get(DEBUG_VARIABLE) or reported is None:
             raise
         # One line: a configuration's refusal puts its cause on a second, indented line.
-        print("error: " + " ".join(line.strip() for line in str(error).splitlines()), file=sys.stderr)
+        print("error: " + " ".join(line.strip() for line in str(reported).splitlines()), file=sys.stderr)
         raise SystemExit(2) from None
 
 
@@ -141,8 +152,10 @@ def make_parser(
 ):
     """Every script's parser: its options are the fields of `dataclass_types`, read by transformers'
     `HfArgumentParser` (the Trainer's own arguments are such dataclasses); `--help` starts with `description`,
-    the script's docstring. A dataclass that names a task (`tasks.TaskChoice`) brings the options of every
-    task, those of a task file named in `args` (the command line) included; the parse hands them to it."""
+    the script's docstring. A dataclass that names a task (`tasks.TaskChoice`) takes the chosen task's options
+    too, parsed apart (`parse_dataclasses`): `--help` lists each task's under its name, or the chosen task's
+    alone when `args` (the command line) names one, and a task option spelt like one of the script's is
+    refused."""
     from transformers import HfArgumentParser
 
     class Parser(HfArgumentParser):
@@ -152,30 +165,73 @@ def make_parser(
                 kwargs["help"] = f"{kwargs.get('help', '')} ({describe_range(spec)})".strip()
             return super().add_argument(*names, **kwargs)
 
+        def task_option_types(self, argv: Sequence[str] = ()) -> dict[str, type]:
+            """The options dataclass of every task, by name (the task file `argv` names imported first), where
+            the script takes a task; else none."""
+            types = {}
+            for dtype in self.dataclass_types:
+                types.update(getattr(dtype, "task_option_types", lambda argv: {})(argv))
+            return types
+
+        def chosen_task(self, argv: Sequence[str]):
+            """The task `argv` names, where the script takes one."""
+            choosers = [dtype for dtype in self.dataclass_types if hasattr(dtype, "chosen_task")]
+            return choosers[0].chosen_task(argv) if choosers else None
+
+        def format_help(self):
+            types = self.task_option_types(self.argv)
+            chosen = self.chosen_task(self.argv)
+            if chosen is not None:
+                types = {chosen.name: chosen.options} if chosen.options is not None else {}
+            sections = [_task_options_help(name, dtype) for name, dtype in types.items()]
+            return super().format_help() + "".join(sections)
+
     args = sys.argv[1:] if args is None else list(args)
-    attached = []
-    for dtype in dataclass_types:
-        for extra in getattr(dtype, "attached_option_types", lambda argv: [])(args):
-            if extra not in attached:
-                attached.append(extra)
+    check_option_spellings(dataclass_types)
+    # No abbreviations: a typo that happens to be a prefix (--num_beam) would silently set another option.
+    parser = Parser(
+        dataclass_types,
+        description=description,
+        usage=usage,
+        formatter_class=HelpFormatter,
+        allow_abbrev=False,
+    )
+    parser.argv = args
+    parser.task_defaults = {}  # a recipe's values of task options (`parse_recipe_and_args`)
+    chosen = parser.chosen_task(args)
+    if chosen is not None and chosen.options is not None:
+        check_option_spellings(dataclass_types, chosen.options)
+    return parser
+
+
+def check_option_spellings(dataclass_types: Sequence[type], task_options: type | None = None) -> None:
+    """Refuse an option that two of a script's dataclasses define, or that a task's options (`task_options`)
+    spell like one of the script's."""
     taken = {}
-    for dtype in [*dataclass_types, *attached]:
+    for dtype in [*dataclass_types, *([task_options] if task_options is not None else [])]:
         for field in dataclasses.fields(dtype):
             if field.init and taken.setdefault(field.name, dtype) is not dtype:
                 raise UsageError(
                     f"Option --{field.name} of {dtype.__qualname__} is also one of "
                     f"{taken[field.name].__qualname__}: rename it in the task's options."
                 )
-    # No abbreviations: a typo that happens to be a prefix (--num_beam) would silently set another option.
-    parser = Parser(
-        [*dataclass_types, *attached],
-        description=description,
-        usage=usage,
-        formatter_class=HelpFormatter,
-        allow_abbrev=False,
+
+
+def _task_options_help(name: str, options_type: type) -> str:
+    """`--help`'s section of a task's options."""
+    parser = make_parser(options_type, args=[])
+    formatter = parser._get_formatter()
+    formatter.start_section(f"options of task {name} (with that task only)")
+    formatter.add_arguments(
+        [action for action in parser._actions if action.option_strings[1:2] != ["--help"]]
     )
-    parser.attached_types = attached
-    return parser
+    formatter.end_section()
+    return "\n" + formatter.format_help()
+
+
+def option_strings(parser) -> set[str]:
+    """The `--name` strings a parser takes."""
+    return {option for action in parser._actions for option in action.option_strings}
 
 
 def parse_arguments(*dataclass_types, description: str | None = None, args: list[str] | None = None) -> tuple:
@@ -187,32 +243,99 @@ def parse_arguments(*dataclass_types, description: str | None = None, args: list
 def parse_dataclasses(parser, args: list[str] | None = None) -> tuple:
     """`HfArgumentParser.parse_args_into_dataclasses`, with an unknown option answered by the closest real
     one (as a `ValueError`, a user error) instead of transformers' traceback. Unknown options are looked for
-    first, so that a misspelt required option is not reported as missing."""
+    first, so that a misspelt required option is not reported as missing.
+
+    Where the script takes a task (`tasks.TaskChoice`), the strings that are none of the script's options are
+    kept for the chosen task's options (`parse_task_options`): parsed at once when the task is known (--task,
+    a recipe's `task`), else as soon as it is (an evaluation's, from its model). A string that is an option of
+    no task is refused at once."""
     args = sys.argv[1:] if args is None else list(args)
-    known = [option for action in parser._actions for option in action.option_strings]
+    task_types = parser.task_option_types(args) if hasattr(parser, "task_option_types") else {}
+    known = option_strings(parser)
+    for dtype in task_types.values():
+        known |= option_strings(make_parser(dtype, args=[]))
     unknown = [item for item in args if item.startswith("--") and item.split("=", 1)[0] not in known]
     if not unknown:
-        try:
-            *parsed, unknown = parser.parse_args_into_dataclasses(
-                args=args, look_for_args_file=False, return_remaining_strings=True
-            )
-        except ValueError as error:
-            if is_user_error(error):
-                raise
-            # Raised while the arguments' dataclasses are built from the values given (the Trainer's own
-            # checks among them): a refusal of those values, in one line.
-            raise UsageError(" ".join(str(error).split())) from error
+        *parsed, remaining = _parse_into_dataclasses(parser, args)
+        choosers = [instance for instance in parsed if hasattr(instance, "take_options_from")]
+        # Left for the task: its options and their values; strings before the first option are no one's.
+        first = next((i for i, item in enumerate(remaining) if item.startswith("--")), len(remaining))
+        unknown = remaining[:first] if choosers else remaining
     if unknown:
         names = [option[2:] for option in known if option.startswith("--")]
         raise UsageError(unknown_options_message(unknown, names))
-    check_output_options({name: value for instance in parsed for name, value in vars(instance).items()})
-    attached = getattr(parser, "attached_types", [])
-    if attached:  # the task options made for the dataclasses that asked for them
-        parsed, options = parsed[: -len(attached)], parsed[-len(attached) :]
-        for instance in parsed:
-            if hasattr(instance, "attach_options"):
-                instance.attach_options(options)
+    values = {name: value for instance in parsed for name, value in vars(instance).items()}
+    script_options = {
+        field.name: dtype.__qualname__
+        for dtype in parser.dataclass_types
+        for field in dataclasses.fields(dtype)
+    }
+    make = TaskStrings(remaining, dict(getattr(parser, "task_defaults", {})), script_options)
+    for instance in choosers:
+        instance.take_options_from(make)  # the task's options made and checked here when the task is known
+        if instance.task is not None and instance.options is not None:
+            values.update(vars(instance.options))
+    check_output_options(values)
     return tuple(parsed)
+
+
+def _parse_into_dataclasses(parser, args: list[str]) -> list:
+    """The parser's dataclasses and the strings left over; a value refused as they are built is a
+    `UsageError`."""
+    try:
+        return parser.parse_args_into_dataclasses(
+            args=args, look_for_args_file=False, return_remaining_strings=True
+        )
+    except ValueError as error:
+        if is_user_error(error):
+            raise
+        # Raised while the arguments' dataclasses are built from the values given (the Trainer's own
+        # checks among them): a refusal of those values, in one line.
+        raise UsageError(" ".join(str(error).split())) from error
+
+
+@dataclasses.dataclass
+class TaskStrings:
+    """What a command line gave the options of the task it chooses (`parse_task_options`), called with the
+    task once it is known; equal for equal command lines, as the arguments that hold it are."""
+
+    strings: list[str]
+    defaults: dict
+    script_options: dict[str, str]
+
+    def __call__(self, task):
+        return parse_task_options(task, self.strings, self.defaults, self.script_options)
+
+
+def parse_task_options(task, strings: list[str], defaults: dict, script_options: dict[str, str]):
+    """The options of `task` (a `Task`) from the command line's `strings` that are none of the script's, over
+    a recipe's values of them (`defaults`): parsed with the task's options dataclass alone, so that two tasks
+    may have options of the same name. An option of another task is refused in the words every command uses
+    (`tasks.registry.other_task_option_error`), and so is a task option spelt like one of the script's
+    (`script_options`: name -> the dataclass that has it). None for a task without options."""
+    from .tasks.registry import option_owners, other_task_option_error
+
+    parser = make_parser(task.options, args=[]) if task.options is not None else None
+    own = option_strings(parser) if parser is not None else set()
+    for name in script_options:
+        if parser is not None and f"--{name}" in own:
+            raise UsageError(
+                f"Option --{name} of {task.options.__qualname__} is also one of {script_options[name]}: "
+                "rename it in the task's options."
+            )
+    given = [item.split("=", 1)[0][2:].replace("-", "_") for item in strings if item.startswith("--")]
+    for name in [*given, *defaults]:
+        if f"--{name}" not in own:
+            if option_owners(name):
+                raise other_task_option_error(name, task.name)
+            raise UsageError(unknown_options_message([f"--{name}"], [option[2:] for option in own]))
+    if parser is None:
+        return None
+    parser.set_defaults(**defaults)
+    options, remaining = _parse_into_dataclasses(parser, strings)
+    if remaining:
+        raise UsageError(unknown_options_message(remaining, [option[2:] for option in own]))
+    return options
 
 
 RECIPE_SUFFIXES = (".yaml", ".yml", ".json")
@@ -230,23 +353,38 @@ def parse_recipe_and_args(parser, args: Sequence[str] | None = None) -> tuple:
     """
     args = list(sys.argv[1:] if args is None else args)
     if args and not args[0].startswith("-") and args[0].endswith(RECIPE_SUFFIXES):
-        parser.set_defaults(**load_recipe(args.pop(0), parser))
+        recipe = load_recipe(args.pop(0), parser)
+        own = {field.name for dtype in parser.dataclass_types for field in dataclasses.fields(dtype)}
+        parser.set_defaults(**{key: value for key, value in recipe.items() if key in own})
+        # The rest are task options: the chosen task's options take them (`parse_task_options`).
+        parser.task_defaults = {key: value for key, value in recipe.items() if key not in own}
     return parse_dataclasses(parser, args)
 
 
-def load_recipe(path: str | Path, parser) -> dict:
-    """Read a recipe file into a dict, checking that each key is an option of `parser`'s dataclasses."""
+def read_recipe_file(path: str | Path) -> dict:
+    """A recipe file's mapping of option names to values, read through the one text reader (a file missing,
+    a folder, not UTF-8, compressed or cut short is named) and refused in one line if it is no mapping."""
     path = Path(path)
-    if not path.is_file():
+    if not path.exists():
         raise MissingPathError(f"No recipe file at {path}: give the path of a .yaml (or .json) recipe.")
-    text = path.read_text(encoding="utf-8")
+    text = "\n".join(iter_text_lines(path, "recipe file"))
     try:
         recipe = json.loads(text) if path.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as error:
-        raise UsageError(f"Recipe {path} does not parse: {error}") from error
+        raise UsageError(f"Recipe {path} does not parse: {' '.join(str(error).split())}") from error
     if not isinstance(recipe, dict):
         raise UsageError(f"Recipe {path} must be a mapping of option names to values, got {recipe!r}.")
+    return recipe
+
+
+def load_recipe(path: str | Path, parser) -> dict:
+    """Read a recipe file into a dict (`read_recipe_file`), checking that each key is an option of `parser`'s
+    dataclasses or of a task (the recipe's `task`, a file, imported first)."""
+    recipe = read_recipe_file(path)
     options = {f.name for dtype in parser.dataclass_types for f in dataclasses.fields(dtype) if f.init}
+    task = recipe.get("task")
+    for dtype in parser.task_option_types(["--task", task] if isinstance(task, str) else []).values():
+        options |= {f.name for f in dataclasses.fields(dtype) if f.init}
     unknown = sorted(set(recipe) - options)
     if unknown:
         hints = [repr(key) + option_suggestion(key, options, quote="'{}'") for key in unknown]

@@ -5,6 +5,7 @@ here."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -84,10 +85,33 @@ def check_not_an_input(
                 )
 
 
+def check_writable(path: str | Path, option: str = "--output_dir") -> None:
+    """Refuse an output that cannot be made: a path under a file (`out.txt/run`), or under a folder this
+    process cannot write into. Checked before any work, so that minutes of it are not lost to a `mkdir` at
+    the end. Writability is tried, not read off the permission bits (which do not bind root): an unnamed
+    temporary file, made and dropped in the nearest folder that exists, leaves nothing behind."""
+    path = Path(path)
+    existing = path
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if existing != path and not existing.is_dir():
+        raise UsageError(
+            f"{option} {path} lies under {existing}, which is a file: give a path under a folder."
+        )
+    folder = existing if existing.is_dir() else existing.parent
+    try:
+        tempfile.TemporaryFile(dir=folder).close()
+    except OSError as error:
+        raise UsageError(
+            f"{option} {path} cannot be written ({folder}: {error.strerror}): give a place you can write to."
+        ) from error
+
+
 def check_output_options(options: Mapping[str, object]) -> None:
-    """`check_not_an_input` for each of a command's `OUTPUT_OPTIONS` against its `INPUT_OPTIONS`, given its
-    options as a mapping of names to values."""
+    """For each of a command's `OUTPUT_OPTIONS`, given its options as a mapping of names to values: it can be
+    written (`check_writable`) and it is none of its `INPUT_OPTIONS` (`check_not_an_input`)."""
     inputs = {name: options[name] for name in INPUT_OPTIONS if options.get(name) is not None}
     for name in OUTPUT_OPTIONS:
         if isinstance(options.get(name), str | Path) and str(options[name]):
+            check_writable(options[name], f"--{name}")
             check_not_an_input(options[name], inputs, f"--{name}")

@@ -1,5 +1,6 @@
 """Model folders on disk: find and load one (`load_model_folder`, with errors that name a missing folder
-instead of a Hub error about repository names, and a file of it cut short), write a self-contained one (what
+instead of a Hub error about repository names, and a file of it cut short or unreadable: its JSON files,
+through `readers.read_json`, and its weights, `load_model`), write a self-contained one (what
 `from_pretrained`, `pipeline()` and Hub users need), and bring the code files of an existing folder or Hub
 repository up to date."""
 
@@ -14,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
 
+import torch
 from transformers import (
     AutoConfig,
     AutoModelForSeq2SeqLM,
@@ -27,6 +29,7 @@ from . import configuration_vanilla_transformer, modeling_vanilla_transformer, p
 from .configuration_vanilla_transformer import VanillaTransformerConfig, check_languages
 from .errors import CorruptFileError, MissingPathError, OfflineError, UsageError
 from .pipeline_seq2seq import TASK_NAME
+from .readers import read_json
 
 # The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
 CODE_FILES = {
@@ -87,21 +90,19 @@ def check_files_parse(name_or_path: str | Path, names: Sequence[str] = MODEL_FIL
     if not folder.is_dir():
         return
     for name in names:
-        path = folder / name
-        if not path.is_file():
-            continue
-        try:
-            json.loads(path.read_bytes())
-        except ValueError as error:  # JSONDecodeError, or UnicodeDecodeError for bytes that are no text
-            fix = (
-                "Resume from the previous checkpoint (`--resume_from_checkpoint true` takes the newest whole "
-                "one)"
-                if CHECKPOINT_NAME.fullmatch(folder.resolve().name)
-                else f"Download or save {folder} again"
-            )
-            raise CorruptFileError(
-                f"{path} is truncated or corrupt: it does not parse as JSON ({error}). {fix}."
-            ) from error
+        if (folder / name).is_file():
+            # Not decompressed: transformers, which reads these files next, would not.
+            read_json(folder / name, _fix(folder), decompress=False)
+
+
+def _fix(folder: Path, what: str | None = None) -> str:
+    """What to do about a file of `folder` (called `what`, default its path) cut short: a checkpoint's run
+    resumes from the one before."""
+    if CHECKPOINT_NAME.fullmatch(folder.resolve().name):
+        return (
+            "Resume from the previous checkpoint (`--resume_from_checkpoint true` takes the newest whole one)"
+        )
+    return f"Download or save {what or folder} again"
 
 
 def check_saved_location(
@@ -112,6 +113,8 @@ def check_saved_location(
     whose file among `reads` does not parse (`check_files_parse`). `what` names the folder ("model folder"),
     `made_by` says what writes one."""
     path = Path(name_or_path)
+    if path.is_file():
+        raise UsageError(f"{path} is a file, not a saved {what}: give the folder. {made_by}")
     if path.is_dir():
         if not (path / needs).is_file():
             raise MissingPathError(f"{path} is a folder without {needs}, so not a saved {what}. {made_by}")
@@ -174,17 +177,74 @@ def check_tokenizer_location(name_or_path: str | Path) -> None:
     )
 
 
+def unreadable_weights(folder: str | Path) -> tuple[Path, str] | None:
+    """The first `.safetensors` file of `folder` whose header does not read (cut short, or bytes that are no
+    safetensors file), and safetensors' answer; None where all read."""
+    from safetensors import SafetensorError, safe_open
+
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        try:
+            with safe_open(str(path), "pt") as weights:
+                weights.keys()
+        except (SafetensorError, OSError, ValueError) as error:
+            return path, str(error)
+    return None
+
+
+def _weights_named(folder: str | Path) -> str:
+    """The weights files of a folder, as an error names them: the one file, or the folder's .safetensors."""
+    files = sorted(Path(folder).glob("*.safetensors"))
+    return str(files[0]) if len(files) == 1 else f"the .safetensors files of {folder}"
+
+
+def load_model(
+    name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **model_kwargs
+) -> PreTrainedModel:
+    """`model_class.from_pretrained(name_or_path, **model_kwargs)` in eval mode, after `check_model_location`;
+    weights that do not read are named by their file, and so are weights that read but are not numbers (NaN or
+    infinite: garbage bytes of the right size, which safetensors takes for floats)."""
+    from safetensors import SafetensorError
+
+    check_model_location(name_or_path)
+    folder = Path(name_or_path)
+    try:
+        model = model_class.from_pretrained(name_or_path, **model_kwargs)
+    except (SafetensorError, OSError) as error:  # the model file's UnreadableWeightsError is an OSError
+        found = unreadable_weights(folder) if folder.is_dir() else None
+        if found is None:
+            raise
+        path, reason = found
+        # "Could not read the weights of": the model file's own words, for those who look for them.
+        raise CorruptFileError(
+            f"Could not read the weights of {folder}: a .safetensors file there is truncated or corrupt "
+            f"({path}: {reason}). {_fix(folder, 'the model')}; nothing was loaded."
+        ) from error
+    not_finite = [
+        name
+        for name, tensor in model.state_dict().items()
+        if tensor.is_floating_point() and tensor.device.type != "meta" and not torch.isfinite(tensor).all()
+    ]
+    if not_finite:
+        where = _weights_named(folder) if folder.is_dir() else str(name_or_path)
+        fix = _fix(folder, "the model") if folder.is_dir() else "Download the model again"
+        names = ", ".join(not_finite[:3]) + (", ..." if len(not_finite) > 3 else "")
+        raise CorruptFileError(
+            f"{where} is corrupt: weights that are not numbers (NaN or infinite) in {names} (bytes damaged "
+            f"in a download or save, or a run that diverged). {fix}."
+        )
+    return model.eval()
+
+
 def load_model_folder(
     name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **model_kwargs
 ) -> tuple[PreTrainedModel, PreTrainedTokenizerBase]:
     """The model (with its saved generation config) and tokenizer of a saved folder or Hub id, in eval mode;
-    a missing folder, or a file of it cut short, is named as such. `model_kwargs` go to `from_pretrained`
-    (e.g. `trust_remote_code`)."""
+    a missing folder, or a file of it cut short or unreadable, is named as such (`load_model`). `model_kwargs`
+    go to `from_pretrained` (e.g. `trust_remote_code`)."""
     check_model_location(name_or_path)
     check_files_parse(name_or_path, TOKENIZER_FILES)
     tokenizer = AutoTokenizer.from_pretrained(name_or_path)
-    model = model_class.from_pretrained(name_or_path, **model_kwargs).eval()
-    return model, tokenizer
+    return load_model(name_or_path, model_class, **model_kwargs), tokenizer
 
 
 def _report_data(location: str | Path, key: str) -> dict:
@@ -339,6 +399,13 @@ def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
     if not (folder / "config.json").is_file():
         raise MissingPathError(f"{folder} has no config.json, so it is not a saved model folder.")
     check_files_parse(folder, MODEL_FILES)
+    # The weights stay as they are, but a folder whose weights do not read would not load once repaired.
+    if (found := unreadable_weights(folder)) is not None:
+        path, reason = found
+        raise CorruptFileError(
+            f"{path} is truncated or corrupt: its weights do not read ({reason}). "
+            f"{_fix(folder, 'the model')}; nothing was changed."
+        )
     repairs = folder_repairs(folder, str(folder))
     if not dry_run:
         for name, content in repairs.items():

@@ -30,8 +30,8 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 from tokenizers.trainers import BpeTrainer
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from .data.translation import iter_text_lines
 from .errors import MissingPathError, UsageError
+from .readers import iter_text_lines
 from .saving import check_tokenizer_location
 from .series.grammar import (
     DIGIT_SPLIT_PATTERN,
@@ -75,7 +75,8 @@ def iter_corpus(files_or_iterator: TextSource, skip_blank: bool = True) -> Itera
 
     A path or a list/tuple of paths is read as files, one text a line; any other iterable (a generator,
     `iter(list_of_texts)`, a dataset column) is taken as the texts themselves. Blank lines are skipped.
-    Missing, empty and non-UTF-8 files raise errors naming the file.
+    Files are read by `readers.iter_text_lines` (gzip, bzip2 or xz told by their first bytes); missing,
+    empty, non-UTF-8 and cut-short files, and folders, raise errors naming the file.
     """
     if isinstance(files_or_iterator, str | os.PathLike):
         files_or_iterator = [files_or_iterator]
@@ -83,6 +84,8 @@ def iter_corpus(files_or_iterator: TextSource, skip_blank: bool = True) -> Itera
         if not files_or_iterator:
             raise UsageError("No corpus files given; pass at least one text file.")
         for path in files_or_iterator:
+            if Path(path).is_dir():
+                raise UsageError(f"Corpus file '{path}' is a folder: give the text files in it.")
             if not Path(path).is_file():
                 raise MissingPathError(
                     f"Corpus file '{path}' does not exist. (A list or tuple is read as file paths; to train "

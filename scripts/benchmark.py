@@ -29,6 +29,7 @@ from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.readers import read_json
 
 
 @dataclass
@@ -69,10 +70,13 @@ class BenchmarkArguments(Options):
 def main() -> None:
     (args,) = parse_arguments(BenchmarkArguments, description=__doc__)
     if args.markdown_from:
+        results = read_json(args.markdown_from, "Run the benchmark again", "--markdown_from file")
         try:
-            print(format_markdown(json.loads(Path(args.markdown_from).read_text())))
-        except (OSError, ValueError) as error:  # json.JSONDecodeError is a ValueError
-            raise UsageError(f"--markdown_from {args.markdown_from}: {error}") from None
+            print(format_markdown(results))
+        except (KeyError, TypeError, ValueError) as error:  # JSON of another shape
+            raise UsageError(
+                f"--markdown_from {args.markdown_from}: not this benchmark's results ({error})"
+            ) from None
         return
     # generate() warns on every call that max_new_tokens overrides max_length.
     hf_logging.set_verbosity_error()

@@ -28,6 +28,7 @@ from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import MissingPathError, UsageError
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.readers import count_text_lines, read_json
 
 
 @dataclass
@@ -76,10 +77,13 @@ class CorpusBenchmarkArguments(Options):
 def main() -> None:
     (args,) = parse_arguments(CorpusBenchmarkArguments, description=__doc__)
     if args.markdown_from:
+        rows = read_json(args.markdown_from, "Run the benchmark again", "--markdown_from file")
         try:
-            results = [StageResult(**row) for row in json.loads(Path(args.markdown_from).read_text())]
-        except (OSError, ValueError, TypeError) as error:
-            raise UsageError(f"--markdown_from {args.markdown_from}: {error}") from None
+            results = [StageResult(**row) for row in rows]
+        except (ValueError, TypeError) as error:  # JSON of another shape
+            raise UsageError(
+                f"--markdown_from {args.markdown_from}: not this benchmark's results ({error})"
+            ) from None
         print(f"{markdown_table(results)}\n\n{disk_table(results)}")
         return
     if args.library_speed_of:
@@ -94,6 +98,8 @@ def main() -> None:
         )
     if not (Path(args.multi30k) / "train.de.gz").is_file():
         raise MissingPathError(f"--multi30k {args.multi30k} has no train.de.gz: give Multi30k's raw files.")
+    for path in sorted(Path(args.multi30k).glob("*.gz")):  # each read whole before minutes of work
+        count_text_lines(path, "--multi30k file")
     check_output_location(args.output_dir, args.overwrite)
     output_dir = Path(args.output_dir)
     if args.overwrite and output_dir.exists():

@@ -22,7 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from demo import SHIPPED_MODELS, DemoModel, resolve_model_specs
 from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import MissingPathError
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
 
@@ -115,7 +117,7 @@ def take_screenshot(
     """Serve `models` (demo.py's `--model` values), load the page, wait for the heat map, save a PNG."""
     browser = shutil.which("chromium") or shutil.which("chromium-browser")
     if browser is None:
-        raise SystemExit("error: no Chromium found; install it (Debian: apt install chromium).")
+        raise MissingPathError("No Chromium found; install it (Debian: apt install chromium).")
     port = _free_port()
     demo = Path(__file__).resolve().parent / "demo.py"
     arguments = [argument for model in models for argument in ("--model", model)]
@@ -164,6 +166,10 @@ class ScreenshotArguments(Options):
 def main() -> None:
     (args,) = parse_arguments(ScreenshotArguments, description=__doc__)
     check_output_location(args.output_file, args.overwrite, "--output_file")
+    # Each model loads here first, so that a folder the page could not serve is named before the browser and
+    # the server start (the server's own error would only end its process).
+    for spec in resolve_model_specs(args.model, SHIPPED_MODELS):
+        DemoModel.load(spec)
     print(f"Wrote {take_screenshot(args.model, Path(args.output_file), timeout=args.timeout)}")
 
 

@@ -9,10 +9,15 @@ import logging
 import shutil
 from dataclasses import dataclass, field
 
+from datasets import DatasetDict
+
 from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
-from hf_vanilla_transformer.tasks import TaskChoice
+from hf_vanilla_transformer.tasks import Task, TaskChoice
+from hf_vanilla_transformer.tasks.base import SPLITS
+from hf_vanilla_transformer.tasks.registry import defined_in
 
 
 @dataclass
@@ -22,12 +27,29 @@ class PrepareArguments(TaskChoice, Options):
     overwrite: bool = field(default=False, metadata={"help": "Replace what an existing output holds."})
 
 
+def check_made_data(task: Task, dataset) -> None:
+    """Refuse what a task's `make_data` made unless it is a `DatasetDict` of every split training and
+    evaluation read (`SPLITS`): a split left out would be missed only when it is read."""
+    made = f"make_data of task {task.name!r} ({defined_in(type(task))})"
+    if not isinstance(dataset, DatasetDict):
+        raise UsageError(
+            f"{made} returned {type(dataset).__name__}, not a DatasetDict of the splits {', '.join(SPLITS)}."
+        )
+    missing = [split for split in SPLITS if split not in dataset]
+    if missing:
+        raise UsageError(
+            f"{made} made no {' or '.join(missing)} split (it made {', '.join(dataset) or 'none'}): a task's "
+            f"data has the splits {', '.join(SPLITS)}."
+        )
+
+
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     (args,) = parse_arguments(PrepareArguments, description=__doc__)
     check_output_location(args.output_dir, args.overwrite)
     task = args.task_spec
     dataset = task.make_data(args.options, args.output_dir)
+    check_made_data(task, dataset)
     if args.overwrite:
         shutil.rmtree(args.output_dir, ignore_errors=True)
     dataset.save_to_disk(args.output_dir)

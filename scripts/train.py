@@ -18,6 +18,8 @@ Every option of `Seq2SeqTrainingArguments` works (`--help` lists them all); the 
 defaults, and a recipe's comments say why it departs from them. The Trainer picks the device (GPU if there
 is one); runs unchanged under `accelerate launch` on several processes, GPUs or nodes. Ctrl-C or SIGTERM
 saves a checkpoint at the step reached and stops (exit status 130 / 143); a second Ctrl-C leaves at once.
+A resume refuses, in one line, options changed since the checkpoint that would make it inexact
+(`--allow_changed_options` goes on anyway); resuming a finished run changes nothing and says so (exit 0).
 """
 
 import logging
@@ -26,7 +28,14 @@ import sys
 from pathlib import Path
 
 from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args, run_script
-from hf_vanilla_transformer.training import TRAINING_ARGUMENTS, checkpoint_problem, end_process, run_training
+from hf_vanilla_transformer.training import (
+    TRAINING_ARGUMENTS,
+    RunFinished,
+    checkpoint_problem,
+    end_process,
+    leave_launched_process,
+    run_training,
+)
 from hf_vanilla_transformer.training.faults import stopped_message
 
 
@@ -36,7 +45,15 @@ def main() -> None:
         *TRAINING_ARGUMENTS, description=__doc__, usage="train.py [recipe.yaml] [--option value ...]"
     )
     model_args, data_args, recipe_args, training_args = parse_recipe_and_args(parser)
-    trainer, final = run_training(model_args, data_args, recipe_args, training_args)
+    try:
+        trainer, final = run_training(model_args, data_args, recipe_args, training_args)
+    except RunFinished as finished:
+        # A finished run resumed (a requeued job): nothing to do, and nothing done. Exit 0: the job succeeded.
+        if training_args.process_index == 0:
+            print(finished)
+        if training_args.world_size > 1:
+            leave_launched_process(0)
+        return
     status = 0 if final is not None else trainer.interruption.exit_status
     if trainer.is_world_process_zero():
         if final is not None:

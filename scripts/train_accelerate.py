@@ -19,7 +19,9 @@ The loss of an update is normalised by the target tokens of the whole update, ov
 processes (as the Trainer does with `average_tokens_across_devices`), so two processes compute what one
 process accumulating two batches computes. Writes `<output_dir>/final` (weights, config, model and pipeline
 code, tokenizer), `state-<step>` folders (`save_state`: the whole training state, the last `save_total_limit`
-kept), `loss_log.jsonl` and `loss_curves.png`.
+kept), `loss_log.jsonl` and `loss_curves.png`. Each state records what decides the batches and the model
+(`resume_contract.json`): a resume with any of it changed is refused in one line, and resuming a finished run
+changes nothing (docs/training.md, "Faults and resuming").
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
+import os
 import signal
 import sys
 from dataclasses import asdict, dataclass, field
@@ -57,9 +60,11 @@ from hf_vanilla_transformer.training import (
 from hf_vanilla_transformer.training.checkpoints import (
     forget_complete_record,
     save_whole_folder,
+    step_of,
     write_complete_record,
 )
 from hf_vanilla_transformer.training.faults import stopped_message
+from hf_vanilla_transformer.training.resume import ResumeContract, RunFinished, finished_message
 
 logger = logging.getLogger(__name__)
 
@@ -117,6 +122,38 @@ class LoopArguments(Options):
         metadata={"help": "A state-<step> folder, or true (latest) for the newest whole one of output_dir."},
     )
     overwrite: bool = field(default=False, metadata={"help": "Replace an earlier run in output_dir."})
+    allow_changed_options: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Resume even though these options (or `all`) differ from those the state records "
+            "(resume_contract.json); the log names each change. Without it such a resume is refused."
+        },
+    )
+
+
+def resume_options(
+    args: LoopArguments, batching: BatchingArguments, state: PartialState
+) -> tuple[dict, dict]:
+    """The loop's options a state records (`ResumeContract`): those that decide the batches or the updates,
+    and those its optimizer state restores whatever is given (docs/training.md, "Faults and resuming")."""
+    checked = {
+        "max_tokens": batching.max_tokens,
+        "batch_order": batching.batch_order,
+        "batch_size_multiple": batching.batch_size_multiple,
+        "seed": args.seed,
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "num_processes": state.num_processes,
+        "warmup_steps": args.warmup_steps,  # the schedule is built anew on resuming
+        "max_grad_norm": args.max_grad_norm,
+        "mixed_precision": args.mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION", "no"),
+    }
+    restored = {
+        "lr_scale": args.lr_scale,
+        "adam_beta1": args.adam_beta1,
+        "adam_beta2": args.adam_beta2,
+        "adam_epsilon": args.adam_epsilon,
+    }
+    return checked, restored
 
 
 @dataclass
@@ -135,15 +172,20 @@ class Progress:
             setattr(self, name, value)
 
 
-def save_whole_state(accelerator: Accelerator, folder: Path, step: int) -> None:
-    """`save_state`, then, once every process has written its part, the record that the state is whole
-    (resuming and averaging skip a folder without it); that of an earlier save into the folder goes first."""
+def save_whole_state(
+    accelerator: Accelerator, folder: Path, step: int, contract: ResumeContract | None = None
+) -> None:
+    """`save_state` and what decides the run's batches and model (`contract`), then, once every process has
+    written its part, the record that the state is whole (resuming and averaging skip a folder without it);
+    that of an earlier save into the folder goes first."""
     if accelerator.is_main_process:
         forget_complete_record(folder)
     accelerator.wait_for_everyone()
     accelerator.save_state(folder)
     accelerator.wait_for_everyone()
     if accelerator.is_main_process:
+        if contract is not None:
+            contract.save(folder)
         write_complete_record(folder, step)
     accelerator.wait_for_everyone()
 
@@ -155,10 +197,12 @@ def train_loop(
     args: LoopArguments,
     batching: BatchingArguments,
     interruption: Interruption | None = None,
+    contract: ResumeContract | None = None,
 ) -> Path:
     """Train `model` on a tokenized dataset (`input_ids`, `labels`) and save `<output_dir>/final`, which is
     returned. `batching` says how `token_budget_sampler` cuts the batches. A SIGINT or SIGTERM
-    (`interruption`) saves the state at the update reached and stops, with no final folder.
+    (`interruption`) saves the state at the update reached and stops, with no final folder. Each state holds
+    `contract`'s record of what decides the batches and the model, when given.
 
     Every process builds the same list of batches; Accelerate gives each process every n-th of them and
     averages the gradients, so all processes hold the same weights after every update. Only the main process
@@ -256,7 +300,8 @@ def train_loop(
                 accelerator.set_trigger()
             stop = accelerator.check_trigger()
             if stop or progress.step % args.save_steps == 0 or progress.step == args.max_steps:
-                save_whole_state(accelerator, output_dir / f"{STATE_PREFIX}{progress.step}", progress.step)
+                folder = output_dir / f"{STATE_PREFIX}{progress.step}"
+                save_whole_state(accelerator, folder, progress.step, contract)
                 if accelerator.is_main_process:
                     rotate_checkpoints(
                         str(output_dir), args.save_total_limit, checkpoint_prefix=STATE_PREFIX[:-1]
@@ -300,10 +345,28 @@ def main() -> None:
     interruption = Interruption()
     interruption.install()
     state = PartialState(cpu=args.use_cpu)
-    tokenizer, datasets_, model = set_up_training(
-        model_args, data_args, args, args.overwrite, state, checkpoint_prefix=STATE_PREFIX[:-1]
-    )
-    final = train_loop(model, tokenizer, datasets_["train"], args, batching, interruption)
+    contract = ResumeContract(lambda: resume_options(args, batching, state), args.allow_changed_options)
+
+    def finished(checkpoint: str) -> str | None:
+        step = step_of(Path(checkpoint))
+        if step < args.max_steps:
+            return None
+        reached, further = f"step {step} of --max_steps {args.max_steps}", f"raise --max_steps above {step}"
+        return finished_message(args.output_dir, checkpoint, reached, further)
+
+    try:
+        tokenizer, datasets_, model = set_up_training(
+            model_args, data_args, args, args.overwrite, state, checkpoint_prefix=STATE_PREFIX[:-1],
+            contract=contract, finished=finished,
+        )  # fmt: skip
+    except RunFinished as message:
+        # A finished run resumed (a requeued job): nothing to do, and nothing done; exit 0.
+        if state.is_main_process:
+            print(message)
+        if state.num_processes > 1:
+            leave_launched_process(0)
+        return
+    final = train_loop(model, tokenizer, datasets_["train"], args, batching, interruption, contract)
     status = interruption.exit_status if interruption.stopped else 0
     if state.is_main_process and not status:
         print(f"Saved the trained model to {final}")

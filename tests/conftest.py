@@ -27,7 +27,8 @@ from hf_vanilla_transformer import (  # noqa: E402
 # other workers around them, instead of a long file starting last and running alone. `--durations` lists the
 # slowest tests.
 LONGEST_FIRST = ("test_deepspeed.py", "test_scale_out.py", "test_wmt14_recipe.py", "test_accelerate_loop.py")
-LONGEST_FIRST += ("test_train_scripts.py", "test_benchmark.py", "test_shipped_models.py", "test_translate.py")
+LONGEST_FIRST += ("test_train_scripts.py", "test_fault_matrix.py", "test_benchmark.py")
+LONGEST_FIRST += ("test_shipped_models.py", "test_translate.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -246,3 +246,39 @@ def test_export_script_mistakes_end_in_one_line(tmp_path, word_tokenizer, option
     )  # fmt: skip
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 2 and len(lines) == 1 and message in lines[0], result.stderr
+
+
+@pytest.mark.parametrize("name", ["model.bin", "tokenizer.json", "generation_defaults.json"])
+@pytest.mark.parametrize("damage", ["cut short", "garbage of the right size"])
+def test_an_export_whose_file_does_not_read_is_named(tmp_path, word_tokenizer, name, damage):
+    """CTranslate2, tokenizers and json name no file for a file they cannot read: the inference module does
+    (with a built-in error: it cannot import the package), and says to export again."""
+    from hf_vanilla_transformer.interop.ctranslate2_inference import UnreadableExportError
+
+    _saved_model(tmp_path / "model", word_tokenizer)
+    exported = convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    data = (exported / name).read_bytes()
+    garbage = torch.randint(
+        0, 256, (len(data),), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
+    )
+    (exported / name).write_bytes(
+        data[: len(data) // 2] if damage == "cut short" else garbage.numpy().tobytes()
+    )
+    with pytest.raises(UnreadableExportError) as raised:
+        CTranslate2Seq2Seq(exported)
+    message = str(raised.value)
+    assert message.startswith(f"{exported / name} is truncated or corrupt") and "\n" not in message
+    assert message.endswith("Export the model again (scripts/export_ctranslate2.py).")
+    assert isinstance(raised.value, OSError)
+
+
+def test_a_device_an_export_cannot_use_is_not_taken_for_a_corrupt_export(tmp_path, word_tokenizer):
+    import ctranslate2
+
+    if ctranslate2.get_cuda_device_count():
+        pytest.skip("this machine has a GPU that CTranslate2 can use")
+    _saved_model(tmp_path / "model", word_tokenizer)
+    exported = convert_to_ctranslate2(tmp_path / "model", tmp_path / "ct2")
+    with pytest.raises(RuntimeError, match="CUDA") as raised:
+        CTranslate2Seq2Seq(exported, device="cuda")
+    assert not isinstance(raised.value, OSError)

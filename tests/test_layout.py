@@ -14,7 +14,7 @@ PACKAGE = ROOT / "hf_vanilla_transformer"
 # below its part's, never a layer above.
 LAYERS = (
     ("configuration_vanilla_transformer", "errors", "sentences"),
-    ("modeling_vanilla_transformer", "pipeline_seq2seq", "extras", "outputs", "options"),
+    ("modeling_vanilla_transformer", "pipeline_seq2seq", "extras", "outputs", "options", "readers"),
     ("metrics", "saving"),
     ("series",),
     ("data",),

@@ -30,9 +30,11 @@ from hf_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
     VanillaTransformerModel,
 )
-from hf_vanilla_transformer.saving import save_model_folder
+from hf_vanilla_transformer.errors import CorruptFileError
+from hf_vanilla_transformer.saving import load_model_folder, save_model_folder
 
 from .conftest import tiny_config
+from .script_runner import run_script_file
 
 DECODER_INPUT = [[1, 5, 6, 7]]
 SAVED_BEFORE_REFACTOR = Path(__file__).parent / "fixtures" / "saved_model_before_refactor"
@@ -212,6 +214,51 @@ def test_corrupt_checkpoint_gives_clear_error(tmp_path, tiny_model):
         VanillaTransformerForConditionalGeneration.from_pretrained(tmp_path)
     with pytest.raises(OSError, match="truncated or corrupt"):
         AutoModelForSeq2SeqLM.from_pretrained(tmp_path)
+
+
+@pytest.mark.parametrize("damage", ["all bytes", "the tensors' bytes"])
+def test_garbage_weights_of_the_right_size_are_named_by_their_file(
+    tmp_path, tiny_model, word_tokenizer, damage
+):
+    """Weights whose bytes are garbage but whose size is right (a copy gone wrong, a disk's damage): where the
+    header goes, safetensors cannot read it; where only the tensors' bytes go, they read as floats, and the
+    NaNs and infinities among them are what shows. Either is one line naming the file."""
+    folder = save_model_folder(tiny_model, word_tokenizer, tmp_path / "model")
+    weights = folder / "model.safetensors"
+    data = weights.read_bytes()
+    header = 8 + int.from_bytes(data[:8], "little")  # the length of the JSON header, then the header
+    kept = 0 if damage == "all bytes" else header
+    garbage = torch.randint(
+        0, 256, (len(data) - kept,), dtype=torch.uint8, generator=torch.Generator().manual_seed(0)
+    )
+    weights.write_bytes(data[:kept] + garbage.numpy().tobytes())
+    assert weights.stat().st_size == len(data)
+    with pytest.raises(CorruptFileError) as raised:
+        load_model_folder(folder)
+    message = str(raised.value)
+    assert str(weights) in message and "Download or save the model again" in message and "\n" not in message
+    result = run_script_file(
+        "translate.py", "--model", folder, "--device", "cpu", "--input", "-", cwd=tmp_path
+    )
+    lines = result.stderr.strip().splitlines()
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert lines[-1] == f"error: {message}"
+
+
+def test_repairing_a_folder_whose_weights_do_not_read_is_refused_before_anything_changes(
+    tmp_path, tiny_model, word_tokenizer
+):
+    from hf_vanilla_transformer.saving import update_model_code
+
+    folder = save_model_folder(tiny_model, word_tokenizer, tmp_path / "model")
+    (folder / "modeling_vanilla_transformer.py").write_text("# an old copy\n", encoding="utf-8")
+    weights = folder / "model.safetensors"
+    weights.write_bytes(weights.read_bytes()[:1000])
+    with pytest.raises(
+        CorruptFileError, match=rf"{weights} is truncated or corrupt: its weights do not read"
+    ):
+        update_model_code(folder)
+    assert (folder / "modeling_vanilla_transformer.py").read_text(encoding="utf-8") == "# an old copy\n"
 
 
 REMOTE_CODE_SCRIPT = textwrap.dedent(

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from hf_vanilla_transformer.cli import DEBUG_VARIABLE, make_parser, parse_dataclasses, parse_recipe_and_args
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.tasks import get_task, load_task_file, registry
+from hf_vanilla_transformer.tasks import DataArguments, get_task, load_task_file, registry
 
 from .script_runner import run_code, run_script_file
 
@@ -31,6 +32,7 @@ def _isolate(patch):
     registry.registered_tasks()  # the installed tasks, read before the copy
     patch.setattr(registry, "_TASKS", dict(registry._TASKS))
     patch.setattr(registry, "_FILES", dict(registry._FILES))
+    patch.setattr(registry, "_BROKEN", dict(registry._BROKEN))
 
 
 def _ok(result):
@@ -149,7 +151,8 @@ def test_a_task_file_must_register_exactly_one_task(tmp_path):
 
 
 def test_an_option_of_a_task_that_another_option_has_is_refused(tmp_path):
-    """A task's options join every script's; one spelt like a script's own is refused, naming both."""
+    """A task's options are parsed beside every script's; one spelt like a script's own is refused, naming
+    both, as the parser is built for the task file the command line names."""
     from hf_vanilla_transformer.cli import make_parser
     from hf_vanilla_transformer.tasks import DataArguments
 
@@ -209,3 +212,223 @@ def test_the_demo_page_takes_the_task_from_its_file(trained):
     assert page_model.check_input(" 1234 ") == "1234"
     with pytest.raises(demo.DemoInputError, match="not a number written in digits"):
         page_model.check_input("twelve")
+
+
+@pytest.fixture
+def install(monkeypatch, tmp_path):
+    """`install(name="module:Class", ...)`: the tasks installed packages declare as entry points, their
+    modules in the test's folder or in examples/; the modules are forgotten afterwards."""
+    monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.syspath_prepend(str(ROOT / "examples"))
+    modules = []
+
+    def install(**points):
+        entries = [EntryPoint(name, value, registry.ENTRY_POINT_GROUP) for name, value in points.items()]
+        monkeypatch.setattr(
+            registry, "entry_points", lambda group: entries if group == registry.ENTRY_POINT_GROUP else []
+        )
+        monkeypatch.setattr(registry, "_entry_points_read", False)
+        modules.extend(value.split(":")[0] for value in points.values())
+
+    yield install
+    for module in modules:
+        sys.modules.pop(module, None)
+
+
+def _task_file(path: Path, name: str, options: str = "", body: str = "") -> Path:
+    """A task file of task `name`: its options dataclass's fields (`options`), its class's body (`body`)."""
+    path.write_text(
+        textwrap.dedent("""
+        from dataclasses import dataclass, field
+        from datasets import Dataset, DatasetDict
+        from hf_vanilla_transformer.options import Options
+        from hf_vanilla_transformer.tasks import Task, register_task
+
+        @dataclass
+        class TaskOptions(Options):
+        {options}
+
+        @register_task
+        class OwnTask(Task):
+            name = {name!r}
+            options = TaskOptions
+        {body}
+        """).format(
+            options=textwrap.indent(textwrap.dedent(options) or "pass", "    "),
+            name=name,
+            body=textwrap.indent(textwrap.dedent(body), "    "),
+        )
+    )
+    return path
+
+
+TRAIN_SIZE = 'train_size: int = field(default=100, metadata={"help": "Training pairs.", "range": ">= 1"})'
+
+
+@pytest.mark.parametrize("number_words_by", ["file", "entry point"])
+def test_two_tasks_with_an_option_of_the_same_name_each_take_their_own(tmp_path, install, number_words_by):
+    """A task installed by its package and another named by its file, or both installed, with an option of the
+    same name (`train_size`): each command parses the chosen task's options alone, so each gets its own value;
+    from a recipe too. `--help` lists each task's under its name."""
+    _task_file(tmp_path / "their_dates.py", "dates", TRAIN_SIZE)
+    points = {"dates": "their_dates:OwnTask"}
+    if number_words_by == "entry point":
+        points["number_words"] = "number_words:NumberWordsTask"
+    install(**points)
+    number_words = str(TASK_FILE) if number_words_by == "file" else "number_words"
+
+    def parse(*args):
+        return parse_dataclasses(make_parser(DataArguments, args=list(args)), list(args))
+
+    (dates,) = parse("--task", "dates", "--train_size", "7")
+    (numbers,) = parse("--task", number_words, "--train_size", "9")
+    assert (dates.task, type(dates.options).__name__, dates.options.train_size) == ("dates", "TaskOptions", 7)
+    assert (numbers.task, numbers.options.train_size, numbers.options.max_number) == (
+        "number_words",
+        9,
+        999_999,
+    )
+    (dates,) = parse("--task", "dates")
+    assert dates.options.train_size == 100
+    with pytest.raises(
+        UsageError, match="^`max_number` applies to the number_words task only; drop it for task"
+    ):
+        parse("--task", "dates", "--max_number", "5")
+
+    recipe = tmp_path / "recipe.yaml"
+    recipe.write_text(f"task: {number_words}\ntrain_size: 11\n")
+    (numbers,) = parse_recipe_and_args(make_parser(DataArguments, args=[str(recipe)]), [str(recipe)])
+    assert numbers.options.train_size == 11
+    (dates,) = parse_recipe_and_args(make_parser(DataArguments, args=[]), [str(recipe), "--task", "dates"])
+    assert dates.options.train_size == 11  # the recipe's value, for the task the command line chose
+    text = make_parser(DataArguments, args=[]).format_help()
+    assert "options of task dates" in text and "options of task number_words" in text
+    chosen = make_parser(DataArguments, args=["--task", "dates"]).format_help()
+    assert "options of task dates" in chosen and "options of task number_words" not in chosen
+
+
+def test_an_error_in_a_task_file_is_told_in_one_line_at_its_line(tmp_path):
+    """A task file is its author's code: a syntax error, an exception as it is imported, or one in a method a
+    command calls ends the command in one line, `file:line: Type: message` (the innermost frame in the file),
+    and the registry is left as it was; HF_VANILLA_TRANSFORMER_DEBUG=1 shows the traceback."""
+
+    def prepare(task_file, **env):
+        return run_script_file(
+            "prepare_data.py", "--task", task_file, "--output_dir", "data", cwd=tmp_path, env=env
+        )
+
+    known = set(registry.registered_tasks())  # the package's, and those of task files run earlier here
+
+    (tmp_path / "broken.py").write_text(
+        "from hf_vanilla_transformer.tasks import Task\n\ndef f(:\n    pass\n"
+    )
+    result = prepare("broken.py")
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1, result.stderr[-3000:]
+    assert result.stderr.startswith("error: broken.py:3: SyntaxError: ")
+
+    (tmp_path / "failing.py").write_text("import math\n\nVALUE = math.sqrt(undefined_name)\n")
+    result = prepare("failing.py")
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr == "error: failing.py:3: NameError: name 'undefined_name' is not defined\n"
+    assert "hf_vanilla_transformer_task_failing" not in sys.modules
+
+    _task_file(
+        tmp_path / "buggy.py",
+        "buggy",
+        body="""
+        def make_data(self, options, output_dir):
+            return self.helper()
+
+        def helper(self):
+            return undefined_splits
+    """,
+    )
+    result = prepare("buggy.py")
+    assert result.returncode == 2, result.stderr[-3000:]
+    line = next(
+        n
+        for n, text in enumerate((tmp_path / "buggy.py").read_text().splitlines(), 1)
+        if "undefined_splits" in text
+    )
+    assert result.stderr == f"error: buggy.py:{line}: NameError: name 'undefined_splits' is not defined\n"
+    debug = prepare("buggy.py", **{DEBUG_VARIABLE: "1"})
+    assert debug.returncode == 1 and "Traceback" in debug.stderr and "undefined_splits" in debug.stderr
+    with pytest.raises(UsageError, match=r"failing\.py:3: NameError"):
+        load_task_file(tmp_path / "failing.py")
+    assert set(registry.registered_tasks()) == known | {"buggy"}
+
+
+def test_a_numeric_task_option_without_a_range_is_refused_as_the_task_registers(tmp_path, install):
+    """`--train_size -3` made empty data: every numeric option of a task must say its range. A task file
+    without one is refused naming the option and the fix; an installed one breaks only itself."""
+    unranged = 'train_size: int = field(default=5, metadata={"help": "Training pairs."})'
+    _task_file(tmp_path / "unranged.py", "unranged", unranged)
+    refusal = r"^Option --train_size of task 'unranged' \(.*unranged\.py\) takes a number but has no range: "
+    with pytest.raises(UsageError, match=refusal + r'give its field one, .*"range": ">= 0"'):
+        load_task_file(tmp_path / "unranged.py")
+    assert "unranged" not in registry._TASKS
+    # Numbers in any annotation; flags and words need no range.
+    for annotation in ("float | None", "list[int]"):
+        _task_file(tmp_path / "other.py", "other", f"sizes: {annotation} = None")
+        with pytest.raises(UsageError, match="Option --sizes of task 'other'"):
+            load_task_file(tmp_path / "other.py")
+    _task_file(tmp_path / "words.py", "words", "shout: bool = False\nlanguage: str = 'en'")
+    assert load_task_file(tmp_path / "words.py").name == "words"
+    # A range nothing would check: the options must be `options.Options`.
+    (tmp_path / "plain.py").write_text(
+        _task_file(tmp_path / "plain.py", "plain", TRAIN_SIZE).read_text().replace("(Options)", "")
+    )
+    with pytest.raises(UsageError, match="have ranges but nothing checks them: subclass"):
+        load_task_file(tmp_path / "plain.py")
+
+    install(unranged="unranged:OwnTask")
+    assert {"series", "translation"} <= set(registry.registered_tasks())
+    with pytest.raises(UsageError, match=refusal):
+        get_task("unranged")
+    with pytest.raises(UsageError, match="--train_size must be at least 1, got -3"):
+        parse_dataclasses(
+            make_parser(DataArguments, args=[]), ["--task", str(TASK_FILE), "--train_size", "-3"]
+        )
+
+
+def test_prepare_data_refuses_a_task_that_leaves_out_a_split(tmp_path):
+    _task_file(
+        tmp_path / "partial.py",
+        "partial",
+        body="""
+        def make_data(self, options, output_dir):
+            return DatasetDict(train=Dataset.from_dict({"source": ["1"], "target": ["one"]}))
+    """,
+    )
+    result = run_script_file("prepare_data.py", "--task", "partial.py", "--output_dir", "data", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr == (
+        "error: make_data of task 'partial' (partial.py) made no validation or test split (it made train): a "
+        "task's data has the splits train, validation, test.\n"
+    )
+    assert not (tmp_path / "data").exists()
+
+
+def test_a_task_installed_and_named_by_its_file_is_one_task(tmp_path, install):
+    _task_file(tmp_path / "their_dates.py", "dates", TRAIN_SIZE)
+    install(dates="their_dates:OwnTask")
+    installed = get_task("dates")
+    assert load_task_file(tmp_path / "their_dates.py") is installed
+    args = ["--task", str(tmp_path / "their_dates.py"), "--train_size", "3"]
+    (dates,) = parse_dataclasses(make_parser(DataArguments, args=args), args)
+    assert dates.task == "dates" and dates.task_spec is installed and dates.options.train_size == 3
+    assert registry.registered_tasks()["dates"] is installed
+
+
+def test_a_task_option_spelt_like_a_scripts_own_is_refused_for_an_installed_task(tmp_path, install):
+    _task_file(
+        tmp_path / "their_seeds.py", "seeds", 'dataset: str = field(default="", metadata={"help": "x"})'
+    )
+    install(seeds="their_seeds:OwnTask")
+    with pytest.raises(UsageError, match="Option --dataset of TaskOptions is also one of DataArguments"):
+        make_parser(DataArguments, args=["--task", "seeds"])
+    # a task only the model names: refused when it is known
+    (args,) = parse_dataclasses(make_parser(DataArguments, args=[]), [])
+    args.task = "seeds"
+    with pytest.raises(UsageError, match="Option --dataset of TaskOptions is also one of DataArguments"):
+        _ = args.task_spec

@@ -45,6 +45,14 @@ def built_parser(script: str, monkeypatch) -> argparse.ArgumentParser:
     return parsed.value.args[0]
 
 
+def task_option_parsers(parser) -> dict[str, argparse.ArgumentParser]:
+    """The parser of each task's options, by task name, where the script takes a task (`--task`): a task's
+    options are parsed apart from the script's (`cli.parse_task_options`)."""
+    from hf_vanilla_transformer.cli import make_parser
+
+    return {name: make_parser(dtype, args=[]) for name, dtype in parser.task_option_types().items()}
+
+
 def test_the_scripts_are_found():
     assert {"train", "train_accelerate", "prepare_translation", "quickstart", "benchmark"} <= set(CLI_SCRIPTS)
 
@@ -53,6 +61,7 @@ def test_the_scripts_are_found():
 def test_every_option_has_help(script, monkeypatch):
     parser = built_parser(script, monkeypatch)
     options = [action for action in parser._actions if action.option_strings]
+    options += [action for task in task_option_parsers(parser).values() for action in task._actions]
     assert len(options) > 1, f"{script}.py: no options besides --help"
     missing = [
         "/".join(action.option_strings)
@@ -105,7 +114,10 @@ def test_every_documented_command_uses_options_its_script_has(monkeypatch):
     options = {}
     for script in sorted({script for _, script, _ in commands}):
         parser = built_parser(script, monkeypatch)
-        options[script] = {option[2:] for action in parser._actions for option in action.option_strings}
+        parsers = [parser, *task_option_parsers(parser).values()]
+        options[script] = {
+            option[2:] for each in parsers for action in each._actions for option in action.option_strings
+        }
     wrong = [
         f"{where}: {script}.py --{option}"
         for where, script, used in commands
@@ -120,6 +132,14 @@ OUTSIDE = {">= 1": "0", ">= 0": "-1", "> 0": "0", "[0, 1)": "1", "[0, 1]": "2", 
 OUTSIDE["[1, 65535]"] = "0"
 
 
+def outside(spec: str) -> str:
+    """A value just outside the range `spec`: the table's, else one below its lower bound."""
+    if spec in OUTSIDE:
+        return OUTSIDE[spec]
+    low = float(spec.split()[-1]) if spec.startswith(">") else float(spec[1:].split(",")[0])
+    return f"{low - 1:g}"
+
+
 def is_numeric(field) -> bool:
     """Whether an option takes numbers (a list of them too), by its annotation; a flag is no number."""
     kind = str(field.type)
@@ -128,9 +148,9 @@ def is_numeric(field) -> bool:
 
 @pytest.mark.parametrize("script", [*CLI_SCRIPTS, *BENCHMARK_SCRIPTS])
 def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
-    """Beams, counts, sizes, budgets, minutes: each numeric option of every script, a task's options
-    included, has a range on its field, and a value outside it is refused in one line naming the option
-    before the script does any work."""
+    """Beams, counts, sizes, budgets, minutes: each numeric option of every script, every task's options
+    included (parsed with `--task <it>`), has a range on its field, and a value outside it is refused in one
+    line naming the option before the script does any work."""
     from hf_vanilla_transformer.cli import own_fields, parse_dataclasses
     from hf_vanilla_transformer.errors import UsageError
     from hf_vanilla_transformer.options import RANGE, Options
@@ -138,16 +158,20 @@ def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
     parser = built_parser(script, monkeypatch)
     monkeypatch.undo()  # the real argparse again, to parse
     ranges, missing, unchecked = {}, [], []
-    for dtype in parser.dataclass_types:
-        for field in own_fields(dtype):
-            if not is_numeric(field):
-                continue
-            if RANGE not in field.metadata:
-                missing.append(f"--{field.name} ({dtype.__qualname__})")
-                continue
-            ranges[field.name] = field.metadata[RANGE]
-            if not issubclass(dtype, Options):  # its ranges would be checked by nobody
-                unchecked.append(dtype.__qualname__)
+    # (the options of the task named, or none for the script's own) -> its dataclasses
+    owners = {(): parser.dataclass_types}
+    owners |= {("--task", name): [dtype] for name, dtype in parser.task_option_types().items()}
+    for task, dtypes in owners.items():
+        for dtype in dtypes:
+            for field in own_fields(dtype):
+                if not is_numeric(field):
+                    continue
+                if RANGE not in field.metadata:
+                    missing.append(f"--{field.name} ({dtype.__qualname__})")
+                    continue
+                ranges[(*task, field.name)] = field.metadata[RANGE]
+                if not issubclass(dtype, Options):  # its ranges would be checked by nobody
+                    unchecked.append(dtype.__qualname__)
     assert not missing, f'{script}.py: numeric options without a "range" in their metadata: {missing}'
     assert not unchecked, (
         f"{script}.py: dataclasses with ranges but not options.Options: {sorted(set(unchecked))}"
@@ -157,19 +181,22 @@ def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
         if action.required and action.option_strings:
             value = action.choices[0] if action.choices else ("1" if action.type in (int, float) else "x")
             required += [action.option_strings[0], str(value)]
-    for name, spec in ranges.items():
+    if parser.task_option_types():  # the tasks' options are among them
+        assert ("--task", "series", "symbol_renamings") in ranges
+    for (*task, name), spec in ranges.items():
         if spec == "any":
             continue
         # Checked as the dataclass is built (`options.Options`), so library code is refused too.
         with pytest.raises(UsageError, match=rf"\b{name}\b"):
-            parse_dataclasses(parser, [*required, f"--{name}", OUTSIDE[spec]])
+            parse_dataclasses(parser, [*required, *task, f"--{name}", outside(spec)])
 
 
 # The scripts' options that take text but name no file or folder; and those that name one but that the rule
 # of outputs and inputs leaves out, with why. Any other option that takes text must be in
 # `outputs.OUTPUT_OPTIONS` or `outputs.INPUT_OPTIONS`, so that no output replaces one of its command's inputs.
 NOT_PATHS = {
-    "arm", "attn_implementation", "backend", "batch_order", "checks", "compute_type", "dataset_config",
+    "allow_changed_options", "arm", "attn_implementation", "backend", "batch_order", "checks", "compute_type",
+    "dataset_config",
     "device", "example",
     "fairseq_arm", "fairseq_linear_arm", "host", "label", "lr_scheduler_type", "metric_for_best_model",
     "mixed_precision", "preset", "presets", "profile", "quantization", "repo_id", "shapes", "source_lang",
@@ -193,7 +220,7 @@ def test_every_option_that_may_name_a_path_is_an_output_or_an_input(script, monk
     parser = built_parser(script, monkeypatch)
     texts = {
         field.name
-        for dtype in parser.dataclass_types
+        for dtype in [*parser.dataclass_types, *parser.task_option_types().values()]
         for field in own_fields(dtype)
         if "str" in str(field.type) or "Path" in str(field.type)
     }

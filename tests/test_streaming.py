@@ -169,9 +169,10 @@ def test_a_streamed_run_on_two_processes_resumes_exactly_and_only_with_two(
                    str(resumed / "checkpoint-6")), cwd=tmp_path,
     )  # fmt: skip
     assert alone.returncode == 2
+    # Each process reads its own share of the stream: the checkpoint's record refuses another number of them.
     assert (
-        "was written by 2 processes, each reading its own share of the stream; resume it with 2, not 1"
-        in (alone.stderr)
+        f"--num_processes was 2 in {resumed / 'checkpoint-6'}, now 1: a resume with it changed is not exact"
+        in alone.stderr
     )
 
 
@@ -195,3 +196,84 @@ def test_a_streamed_pair_too_long_is_dropped_as_it_comes(word_tokenizer):
     examples = list(stream)
     assert [len(example["input_ids"]) for example in examples] == [2, 3]
     assert sorted(examples[0]) == ["attention_mask", "input_ids", "labels"]
+
+
+@pytest.fixture(scope="module")
+def json_lines_corpus(translation_data, tmp_path_factory):
+    """The fixture corpus in bentrevett/multi30k's layout: JSON Lines files named by split, one column per
+    language (`{"en": ..., "de": ...}`), no `translation` column."""
+    folder = tmp_path_factory.mktemp("stream") / "json-lines"
+    folder.mkdir()
+    splits = load_from_disk(str(translation_data / "data"))
+    for split, name in (("train", "train"), ("validation", "val"), ("test", "test")):
+        rows = [{"en": pair["en"], "de": pair["de"]} for pair in splits[split]["translation"]]
+        (folder / f"{name}.jsonl").write_text(
+            "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in rows), encoding="utf-8"
+        )
+    return folder
+
+
+def test_a_json_lines_folder_of_one_column_per_language_streams_as_it_loads_whole(
+    translation_data, json_lines_corpus
+):
+    """Streamed, the columns `de` and `en` are packed into `translation` as they are read: the stream's
+    pairs are tokenized as the same folder read whole is, pair for pair."""
+    from transformers import AutoTokenizer
+
+    from hf_vanilla_transformer.tasks.data import DataArguments, prepare_dataset
+
+    tokenizer = AutoTokenizer.from_pretrained(translation_data / "tokenizer")
+    common = {"task": "translation", "dataset": str(json_lines_corpus), "tokenizer": "t"}
+    common |= {"max_source_length": 96, "max_target_length": 96}
+    whole = prepare_dataset(DataArguments(**common), tokenizer)
+    streamed = prepare_dataset(DataArguments(**common, streaming=True), tokenizer)
+    examples = list(streamed["train"])
+    assert [example["input_ids"] for example in examples] == whole["train"]["input_ids"]
+    assert [example["labels"] for example in examples] == whole["train"]["labels"]
+    assert streamed["validation"]["input_ids"] == whole["validation"]["input_ids"]
+
+
+def test_a_json_lines_folder_of_one_column_per_language_trains_streamed(
+    translation_data, json_lines_corpus, tmp_path
+):
+    run = tmp_path / "run"
+    _train(*_streamed(translation_data, json_lines_corpus, run, "--max_steps", "2"), cwd=tmp_path)
+    assert [step for step, _ in _losses(run)] == [1, 2]
+
+
+def _cut_parquet(folder: Path) -> Path:
+    broken = folder / "data" / "train-00002-of-00004.parquet"
+    broken.write_bytes(broken.read_bytes()[:500])
+    return broken
+
+
+def _cut_json_line(folder: Path) -> Path:
+    broken = folder / "train.jsonl"
+    lines = broken.read_bytes().split(b"\n")
+    lines[100] = lines[100][:30]  # a line cut in half, in the middle of the file
+    broken.write_bytes(b"\n".join(lines))
+    return broken
+
+
+@pytest.mark.parametrize(
+    "corpus, damage, says",
+    [
+        ("parquet_corpus", _cut_parquet, "it does not read as parquet"),
+        ("json_lines_corpus", _cut_json_line, "line 101 does not parse as JSON"),
+    ],
+    ids=["parquet cut short", "JSON Lines line cut in half"],
+)
+def test_a_streamed_data_file_that_does_not_read_ends_in_one_line_naming_it(
+    translation_data, request, tmp_path, corpus, damage, says
+):
+    import shutil
+
+    folder = Path(shutil.copytree(request.getfixturevalue(corpus), tmp_path / "corpus"))
+    broken = damage(folder)
+    result = run_script_file(
+        *_streamed(translation_data, folder, tmp_path / "run", "--max_steps", "2"), cwd=tmp_path
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith(f"error: {broken} is truncated or corrupt: {says}")
+    assert errors[0].endswith("Download or make it again.")

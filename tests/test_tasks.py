@@ -74,11 +74,6 @@ def test_unknown_task_and_misplaced_options_are_refused():
         get_task("summarization")
     with pytest.raises(ValueError, match="Unknown task"):
         DataArguments(task="summarization")
-    series_options = get_task("series").options(symbol_renamings=2)
-    given = DataArguments(task="translation")
-    given.attach_options([series_options, get_task("translation").options()])
-    with pytest.raises(ValueError, match="`symbol_renamings` applies to the series task only"):
-        _ = given.options
     with pytest.raises(ValueError, match=r"max_unknown_token_share.*\[0, 1\]"):
         DataArguments(max_unknown_token_share=1.5)
     with pytest.raises(ValueError, match=r"--task .*series or translation"):
@@ -86,7 +81,8 @@ def test_unknown_task_and_misplaced_options_are_refused():
 
 
 def test_a_task_options_of_another_task_are_refused_on_the_command_line(tmp_path):
-    """Every task's options are on the parser; one set for another task is refused in one line."""
+    """Only the chosen task's options are parsed; one of another task is refused in one line, as it is
+    parsed, even at its default value; one of no task gets the closest real one."""
     from hf_vanilla_transformer.cli import make_parser, parse_dataclasses
 
     def parse(*args):
@@ -94,13 +90,44 @@ def test_a_task_options_of_another_task_are_refused_on_the_command_line(tmp_path
 
     (args,) = parse("--task", "series", "--symbol_renamings", "2")
     assert args.options.symbol_renamings == 2
-    (args,) = parse("--task", "translation", "--source_lang", "fr")
-    assert args.options.source_lang == "fr"
-    (args,) = parse("--task", "translation", "--symbol_renamings", "2")
+    (args,) = parse("--task", "translation", "--source_lang", "fr", "--split-punctuation")
+    assert args.options.source_lang == "fr" and args.options.split_punctuation
+    for value in ("2", "0"):
+        with pytest.raises(ValueError, match="^`symbol_renamings` applies to the series task only; drop it"):
+            parse("--task", "translation", "--symbol_renamings", value)
     with pytest.raises(ValueError, match="`symbol_renamings` applies to the series task only"):
-        _ = args.options
+        parse("--task", "translation", "--symbol-renamings=2")
     with pytest.raises(ValueError, match=r"--symbol_renamings must be at least 0, got -1"):
         parse("--task", "series", "--symbol_renamings", "-1")
+    with pytest.raises(ValueError, match=r"--source_lagn \(did you mean --source_lang\?\)"):
+        parse("--task", "translation", "--source_lagn", "fr")
+
+
+SERIES_MODEL = str(Path(__file__).resolve().parents[1] / "model_cards" / "vanilla-transformer-series")
+
+
+@pytest.mark.parametrize(
+    "script, options",
+    [
+        ("train.py", ["--task", "series"]),
+        ("train_accelerate.py", ["--task", "series"]),
+        ("profile_training.py", ["--task", "series"]),
+        ("evaluate_model.py", ["--task", "series", "--model", "m"]),
+        ("evaluate_model.py", ["--model", SERIES_MODEL, "--dataset", "d"]),  # the task is the model's
+        ("quality_curve.py", ["--task", "series", "--run_dir", "run"]),
+        ("train_tokenizer.py", ["--task", "series", "--output_dir", "tokenizer"]),
+        ("prepare_data.py", ["--task", "series", "--output_dir", "data"]),
+    ],
+)
+def test_every_command_refuses_another_tasks_option_in_the_same_words(tmp_path, script, options):
+    """`--source_lang` for a series task: refused by every command that takes a task, in one line and one
+    wording, before any work (an evaluation as soon as its model names the task)."""
+    result = run_script_file(script, *options, "--source_lang", "fr", cwd=tmp_path)
+    assert result.returncode == 2, result.stderr[-3000:]
+    assert result.stderr.splitlines() == [
+        "error: `source_lang` applies to the translation task only; drop it for task 'series'."
+    ]
+    assert not list(tmp_path.iterdir())
 
 
 def _translation_args(data: Path, tokenizer: Path, source_lang: str = "de", **overrides) -> DataArguments:

@@ -5,6 +5,7 @@ processes under `accelerate launch` write what one writes; the CTranslate2 backe
 sentences."""
 
 import functools
+import gzip
 import io
 import random
 import sys
@@ -13,6 +14,7 @@ import pytest
 import torch
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.evaluation import translating
 from hf_vanilla_transformer.evaluation.generation import EXTRA_OUTPUT_TOKENS
 from hf_vanilla_transformer.evaluation.translating import RECORD_SUFFIX, translate_lines
@@ -341,3 +343,112 @@ def test_a_marian_folder_translates_as_its_generate_does(tmp_path):
         expected.append(tokenizer.decode(ids[0], skip_special_tokens=True).strip() if line else "")
     assert result.stdout.split("\n")[:-1] == expected
     assert sum(bool(text) for text in expected) >= 6
+
+
+def test_a_compressed_input_is_translated_as_the_text_it_holds(model_folder, tmp_path):
+    """A gzip input, named .gz or not (told by its first bytes), is its text: as many output lines as it holds
+    lines, each the translation of the plain file's line."""
+    lines = _lines(6, seed=8)
+    plain = _write(tmp_path / "news.de", lines)
+    (tmp_path / "news.de.gz").write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    (tmp_path / "unnamed").write_bytes(gzip.compress(plain.read_bytes(), mtime=0))
+    common = ["--model", model_folder, "--num_beams", "1", "--max_new_tokens", "8", "--device", "cpu"]
+    expected = _translate(tmp_path, *common, "--input", plain).stdout
+    assert len(expected.split("\n")[:-1]) == len(lines)
+    for name in ("news.de.gz", "unnamed"):
+        result = _translate(
+            tmp_path, *common, "--input", tmp_path / name, "--output", tmp_path / f"{name}.en"
+        )
+        assert (tmp_path / f"{name}.en").read_text(encoding="utf-8") == expected
+        assert "UTF-8" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "data, message",
+    [
+        (
+            "Zwei Männer.\n".encode("latin-1"),
+            "in.de' is not valid UTF-8: line 1 has byte 0xe4 at byte offset 6",
+        ),
+        (gzip.compress(b"ein hund\n" * 5000, mtime=0)[:60], "in.de' is gzip data cut short or damaged after"),
+    ],
+    ids=["latin-1", "gzip cut short"],
+)
+def test_an_input_that_does_not_read_is_refused_before_anything_is_written(
+    model_folder, tmp_path, data, message
+):
+    source = tmp_path / "in.de"
+    source.write_bytes(data)
+    output = tmp_path / "out.en"
+    result = _translate(tmp_path, "--model", model_folder, "--input", source, "--output", output, check=False)
+    assert message in _refusal(result) and str(source) in _refusal(result)
+    assert not output.exists() and not (tmp_path / f"out.en{RECORD_SUFFIX}").exists()
+
+
+@pytest.mark.parametrize("option", ["--max_new_tokens", "--min_new_tokens"])
+def test_a_length_past_the_models_positions_is_refused_in_one_line(model_folder, tmp_path, option):
+    source = _write(tmp_path / "in.txt", ["ein hund"])
+    result = _translate(tmp_path, "--model", model_folder, "--input", source, option, "100", check=False)
+    assert _refusal(result) == (
+        f"error: {option} 100 is more than the {POSITIONS} positions of {model_folder} (its "
+        f"max_position_embeddings): give {option} {POSITIONS} or less."
+    )
+    # At the limit, generate() runs: the limit refused is the model's own.
+    at_limit = _translate(tmp_path, "--model", model_folder, "--input", source, option, str(POSITIONS))
+    assert len(at_limit.stdout.splitlines()) == 1
+
+
+def test_evaluation_refuses_a_length_past_the_positions_before_reading_data(model_folder, tmp_path):
+    result = run_script_file(
+        "evaluate_model.py", "--model", model_folder, "--dataset", tmp_path / "none",
+        "--max_new_tokens", "65", cwd=tmp_path,
+    )  # fmt: skip
+    assert _refusal(result) == (
+        f"error: --max_new_tokens 65 is more than the {POSITIONS} positions of {model_folder} (its "
+        f"max_position_embeddings): give --max_new_tokens {POSITIONS} or less."
+    )
+
+
+def test_an_output_under_a_file_is_refused_in_one_line(model_folder, tmp_path):
+    source = _write(tmp_path / "in.txt", ["ein hund"])
+    notes = _write(tmp_path / "notes.txt", ["my notes"])
+    result = _translate(
+        tmp_path, "--model", model_folder, "--input", source, "--output", notes / "out.txt", check=False
+    )
+    line = _refusal(result)  # as the options are parsed (`outputs.check_writable`), or as translate() starts
+    assert line.startswith(f"error: --output {notes / 'out.txt'} ") and f"{notes}, which is a file" in line
+    # The library's own check, for a caller that never parsed options.
+    arguments = translating.TranslateArguments(
+        model=str(model_folder), input=[str(source)], output=str(notes / "out.txt"), device="cpu"
+    )
+    with pytest.raises(UsageError, match=rf"cannot be written: {notes} is a file, not a folder"):
+        translating.translate(arguments)
+    (tmp_path / "folder").mkdir()
+    result = _translate(
+        tmp_path, "--model", model_folder, "--input", source, "--output", tmp_path / "folder", check=False
+    )
+    assert _refusal(result) == f"error: --output {tmp_path / 'folder'} is a folder: give a file to write to."
+    report = notes / "deeper" / "report.json"
+    result = run_script_file(
+        "evaluate_model.py", "--model", model_folder, "--dataset", tmp_path / "none", "--output_file", report,
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert f"{notes}, which is a file" in _refusal(result) or f"{notes} is a file" in _refusal(result)
+    assert notes.read_text() == "my notes\n"
+
+
+@pytest.mark.parametrize("name", ["model.bin", "tokenizer.json", "generation_defaults.json"])
+def test_a_ctranslate2_export_cut_short_is_named_in_one_line(model_folder, tmp_path, name):
+    pytest.importorskip("ctranslate2")
+    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+
+    exported = convert_to_ctranslate2(model_folder, tmp_path / "ct2")
+    data = (exported / name).read_bytes()
+    (exported / name).write_bytes(data[: len(data) // 2])
+    source = _write(tmp_path / "in.txt", ["ein hund"])
+    result = _translate(
+        tmp_path, "--model", exported, "--backend", "ctranslate2", "--input", source, check=False
+    )
+    line = _refusal(result)
+    assert line.startswith(f"error: {exported / name} is truncated or corrupt"), line
+    assert "Export" in line and "export_ctranslate2.py" in line

@@ -16,21 +16,22 @@ turned into it on loading.
 
 from __future__ import annotations
 
-import gzip
 import logging
 import os
 import re
 from collections import defaultdict
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import datasets
-from datasets import Dataset, DatasetDict, Features, Translation
+from datasets import Dataset, DatasetDict, Features, IterableDataset, Translation
 from transformers import PreTrainedTokenizerBase
 
 from ..errors import MissingPathError, OfflineError, UsageError
+from ..readers import iter_text_lines
 from ..saving import is_local_path, nearest_sibling
+from .files import DATA_FILE_SUFFIXES, data_files_in, load_data_folder, load_saved_dataset
 from .preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
 
 logger = logging.getLogger(__name__)
@@ -38,42 +39,10 @@ logger = logging.getLogger(__name__)
 # Multi30k's raw files are `{prefix}.{lang}.gz`; the Hub names the splits train/validation/test.
 MULTI30K_SPLIT_FILES: dict[str, str] = {"train": "train", "validation": "val", "test": "test_2016_flickr"}
 
-# Files a Hub dataset repository (or a local copy of one) keeps its splits in. `datasets` infers each file's
-# split from its name: `train.jsonl`, `val.jsonl` (bentrevett/multi30k), `train-00000-of-00001.parquet`.
-_DATA_FILE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
 _TEXT_DTYPES = ("string", "large_string")
 
-_GZIP_MAGIC = b"\x1f\x8b"
 # How many offending line numbers an error or warning quotes before it says "...".
 _MAX_LINES_QUOTED = 10
-
-
-def iter_text_lines(path: str | os.PathLike) -> Iterator[str]:
-    """Yield the lines of a UTF-8 text file, gzip-compressed or not, without their line endings.
-
-    Compression is detected from the file's first bytes, not its name. A file that is not UTF-8 raises a
-    `ValueError` naming the file and the line, instead of a bare `UnicodeDecodeError` from deep inside a
-    training loop.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise MissingPathError(f"No such text file: '{path}'. Check the path (and the file's extension).")
-    with path.open("rb") as probe:
-        compressed = probe.read(2) == _GZIP_MAGIC
-    opener = gzip.open if compressed else open
-    with opener(path, "rb") as f:
-        # Decode line by line (rather than text mode) so that an error can say which line is bad.
-        for line_number, raw in enumerate(f, start=1):
-            try:
-                line = raw.decode("utf-8")
-            except UnicodeDecodeError as err:
-                raise UsageError(
-                    f"'{path}' is not valid UTF-8: line {line_number} has byte {raw[err.start]:#04x} at byte "
-                    f"offset {err.start}. Re-encode the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
-                ) from None
-            if line_number == 1:
-                line = line.removeprefix("\ufeff")  # a UTF-8 byte-order mark is not text
-            yield line.rstrip("\r\n")
 
 
 def _quote_line_numbers(numbers: list[int]) -> str:
@@ -122,6 +91,11 @@ def _read_parallel_split(
         raise UsageError(
             f"Parallel files differ in length: '{src_path}' has {len(sources)} lines but '{tgt_path}' has "
             f"{len(targets)}. Line N of one must translate line N of the other; re-align or re-export them."
+        )
+    if not sources:
+        raise UsageError(
+            f"'{src_path}' and '{tgt_path}' are empty: a split is pairs of lines. Download or make them "
+            "again, or leave the split out (`split_files`)."
         )
     pairs, empty_lines = [], []
     for line_number, (source, target) in enumerate(zip(sources, targets, strict=True), start=1):
@@ -192,11 +166,12 @@ def load_translation_dataset(
 ) -> DatasetDict:
     """Load a translation `DatasetDict` in the `translation` schema from the Hub or a local folder.
 
-    - a folder written by `DatasetDict.save_to_disk` -> `datasets.load_from_disk`;
+    - a folder written by `DatasetDict.save_to_disk` -> `datasets.load_from_disk`
+      (`files.load_saved_dataset`);
     - a folder of data files (parquet, JSON Lines, CSV), such as a download of a Hub dataset repository ->
-      `datasets.load_dataset(folder)`, which infers each file's split from its name as the Hub does
-      (`train-00000-of-00001.parquet`, `val.jsonl`, ...). With `config_name`, the subfolder of that name is
-      used when it exists (the Hub keeps each config in its own folder);
+      `datasets.load_dataset(folder)` (`files.load_data_folder`), which infers each file's split from its
+      name as the Hub does (`train-00000-of-00001.parquet`, `val.jsonl`, ...). With `config_name`, the
+      subfolder of that name is used when it exists (the Hub keeps each config in its own folder);
     - a folder of line-aligned text files in Multi30k's layout (`train.de.gz`, ...) -> `load_parallel_text`,
       when `languages` are given (checked before data files, so other files beside the text do not matter);
     - anything else is a Hub dataset: `datasets.load_dataset(name_or_path, config_name)`, e.g.
@@ -209,11 +184,19 @@ def load_translation_dataset(
             text column per language (e.g. `bentrevett/multi30k`: `en`, `de`), which `to_translation_schema`
             packs into the `translation` column, and for folders of text files; datasets that have a
             `translation` column already are checked to hold both languages in every split.
-        load_kwargs: go to `datasets.load_dataset` (e.g. `cache_dir`, `revision`).
+        load_kwargs: go to `datasets.load_dataset` (e.g. `cache_dir`, `revision`, `streaming`).
+
+    A local file that is cut short or does not read (a text file, a data file, an Arrow file of a saved
+    folder, its JSON) is refused in one line naming it (`readers`, `files`).
     """
     if languages is not None and (isinstance(languages, str) or len(languages) != 2):
         raise UsageError(f"`languages` is the pair (source, target), e.g. ('de', 'en'); got {languages!r}.")
     path = Path(name_or_path)
+    if path.is_file():
+        raise UsageError(
+            f"'{path}' is a file, not a dataset folder: pass the folder that holds it (a folder of parquet, "
+            "JSON Lines or CSV files, of line-aligned text files, or a `save_to_disk` folder)."
+        )
     if path.is_dir():
         loaded = _load_local_folder(path, config_name, languages, **load_kwargs)
     else:
@@ -243,7 +226,7 @@ def _load_local_folder(
 ) -> DatasetDict:
     """The `DatasetDict` in a local folder, as laid out by `save_to_disk`, the Hub or Multi30k."""
     if (path / "dataset_dict.json").is_file() or (path / "state.json").is_file():
-        loaded = datasets.load_from_disk(str(path))
+        loaded = load_saved_dataset(path)
         if not isinstance(loaded, DatasetDict):
             raise UsageError(
                 f"'{path}' holds a single Dataset, not a DatasetDict. Save the splits together: "
@@ -257,14 +240,14 @@ def _load_local_folder(
     if languages is not None and _has_parallel_text(path, languages):
         src_lang, tgt_lang = languages
         return load_parallel_text(path, src_lang, tgt_lang)
-    if any(file.suffix in _DATA_FILE_SUFFIXES for file in path.rglob("*") if file.is_file()):
-        return datasets.load_dataset(str(path), **load_kwargs)
+    if data_files_in(path):
+        return load_data_folder(path, **load_kwargs)
     if languages is not None:  # no training pair either: its error lists the file prefixes found
         src_lang, tgt_lang = languages
         return load_parallel_text(path, src_lang, tgt_lang)
     raise UsageError(
         f"'{path}' is a folder but holds neither a `save_to_disk` dataset (dataset_dict.json) nor data files "
-        f"({', '.join(_DATA_FILE_SUFFIXES)}). For line-aligned text files pass `languages` or use "
+        f"({', '.join(DATA_FILE_SUFFIXES)}). For line-aligned text files pass `languages` or use "
         "`load_parallel_text`."
     )
 
@@ -274,8 +257,21 @@ def _has_parallel_text(path: Path, languages: Sequence[str]) -> bool:
     return all(_text_file(path, MULTI30K_SPLIT_FILES["train"], lang) is not None for lang in languages)
 
 
-def _is_text_column(dataset: Dataset, column: str) -> bool:
+def _first_example(dataset: IterableDataset) -> dict:
+    """A stream's first example, for a stream whose features `datasets` does not know before reading."""
+    return next(iter(dataset.take(1)), {})
+
+
+def _is_text_column(dataset: Dataset | IterableDataset, column: str) -> bool:
+    if dataset.features is None:  # a stream of unknown features: its first example says
+        return isinstance(_first_example(dataset).get(column), str)
     return column in dataset.column_names and getattr(dataset.features[column], "dtype", None) in _TEXT_DTYPES
+
+
+def _column_names(dataset: Dataset | IterableDataset) -> list[str]:
+    if dataset.column_names is None:  # a stream of unknown features
+        return list(_first_example(dataset))
+    return dataset.column_names
 
 
 def _pack_translation(batch: dict[str, list], languages: list[str]) -> dict[str, list[dict[str, str]]]:
@@ -292,7 +288,8 @@ def to_translation_schema(
     with one text column per language (`de`, `en`, as in `bentrevett/multi30k`) gets those columns packed
     into a `translation` column typed `datasets.Translation(languages)`; other columns are kept. Anything
     else raises a `ValueError` naming the columns found and those expected. `source` names the dataset in
-    errors.
+    errors. Streamed splits (`IterableDataset`, `load_dataset(..., streaming=True)`) are packed as they are
+    read, and the result is of `dataset_dict`'s own type (`IterableDatasetDict` for a stream).
     """
     if languages is not None:
         if isinstance(languages, str):  # a string is a sequence too: "de" would read as ("d", "e")
@@ -304,7 +301,8 @@ def to_translation_schema(
             raise UsageError(f"Pass two or more different languages, got {languages}.")
     converted = {}
     for split, dataset in dataset_dict.items():
-        if "translation" in dataset.column_names:
+        columns = _column_names(dataset)
+        if "translation" in columns:
             found = translation_languages(dataset)
             for lang in languages or ():
                 if lang not in found:
@@ -314,15 +312,20 @@ def to_translation_schema(
                     )
             converted[split] = dataset
         elif languages is not None and all(_is_text_column(dataset, lang) for lang in languages):
-            features = Features({k: v for k, v in dataset.features.items() if k not in languages})
-            features["translation"] = Translation(languages=languages)
+            features = None
+            if dataset.features is not None:  # else a stream's: they stay unknown until it is read
+                features = Features({k: v for k, v in dataset.features.items() if k not in languages})
+                features["translation"] = Translation(languages=languages)
+            progress = {}
+            if not isinstance(dataset, IterableDataset):  # a stream is packed as it is read: no progress bar
+                progress["desc"] = f"Packing columns {', '.join(languages)} into 'translation' ({split})"
             converted[split] = dataset.map(
                 _pack_translation,
                 fn_kwargs={"languages": languages},
                 batched=True,
                 remove_columns=languages,
                 features=features,
-                desc=f"Packing columns {', '.join(languages)} into 'translation' ({split})",
+                **progress,
             )
         else:
             expected = (
@@ -330,24 +333,27 @@ def to_translation_schema(
                 if languages is not None
                 else "one text column per language, with the languages passed (e.g. `languages=('de', 'en')`)"
             )
-            not_text = [
-                c for c in languages or () if c in dataset.column_names and not _is_text_column(dataset, c)
-            ]
+            not_text = [c for c in languages or () if c in columns and not _is_text_column(dataset, c)]
             raise UsageError(
                 f"Split '{split}' of {source} has neither a 'translation' column of {{language: sentence}} "
                 f"dicts (as in wmt14) nor {expected} (as in bentrevett/multi30k). Columns found: "
-                f"{', '.join(dataset.column_names) or 'none'}."
+                f"{', '.join(columns) or 'none'}."
                 + (f" Not text: {', '.join(not_text)}." if not_text else "")
             )
-    return DatasetDict(converted)
+    # A DatasetDict stays one, and so does a stream's IterableDatasetDict.
+    return (type(dataset_dict) if isinstance(dataset_dict, dict) else DatasetDict)(converted)
 
 
-def translation_languages(dataset: Dataset) -> list[str]:
+def translation_languages(dataset: Dataset | IterableDataset) -> list[str]:
     """The language codes in a dataset's `translation` column (`["de", "en"]`), or a `ValueError`."""
-    feature = dataset.features.get("translation")
+    if dataset.features is None:  # a stream of unknown features: its first example says
+        pair = _first_example(dataset).get("translation")
+        if isinstance(pair, dict):
+            return list(pair)
+    feature = (dataset.features or {}).get("translation")
     if feature is None:
         raise UsageError(
-            f"The dataset has no 'translation' column (columns: {', '.join(dataset.column_names)}). "
+            f"The dataset has no 'translation' column (columns: {', '.join(_column_names(dataset))}). "
             "Expected the Hub schema: a 'translation' column of {language: sentence} dicts."
         )
     if isinstance(feature, Translation):

@@ -146,10 +146,41 @@ def report_path(eval_args: EvaluationArguments, generation: dict, subset_size: i
 
 
 def check_report_path(path: Path, overwrite: bool) -> None:
+    check_output_file(path, "--output_file")
     if path.exists() and not overwrite:
         raise ExistingPathError(
             f"{path} exists: pass --overwrite to replace it, or --output_file to write elsewhere."
         )
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse an output file that cannot be written where it is asked for: a folder, or under a file (its
+    parent, or a parent of that, is a file), naming `option` and the file in the way."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder: give a file to write to.")
+    for parent in path.parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise UsageError(
+                    f"{option} {path} cannot be written: {parent} is a file, not a folder. Give another "
+                    f"{option}."
+                )
+            return
+
+
+def check_length_options(options: dict[str, int | None], limit: int | None, model: str) -> None:
+    """Refuse, before anything is read or loaded, a length option (`options`: name -> value given) that asks
+    for more tokens than the model has positions (`limit`, its `max_position_embeddings`): generate() would
+    fail at that length, deep inside the model."""
+    if limit is None:
+        return
+    for name, value in options.items():
+        if value is not None and value > limit:
+            raise UsageError(
+                f"--{name} {value} is more than the {limit} positions of {model} (its "
+                f"max_position_embeddings): give --{name} {limit} or less."
+            )
 
 
 # generate() options that a command may set beyond beams, length penalty and length (translate.py's); unset,
@@ -347,12 +378,19 @@ def generate_documents(
 def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) -> dict:
     """Generate for `eval_args.split` and score it; write and return the report. Without a task in
     `data_args`, the model's own is evaluated."""
+    if eval_args.output_file:  # before any data is read: a folder, or a path under a file
+        check_output_file(Path(eval_args.output_file), "--output_file")
     check_model_location(eval_args.model)
     # The model's task first, before any data is read: its own by default, another one refused.
     model_config = AutoConfig.from_pretrained(eval_args.model)
     if data_args.task is None:
         data_args.task = installed_task_of(model_task(model_config, eval_args.model), eval_args.model).name
     check_model_task(model_config, eval_args.model, data_args.task)
+    check_length_options(
+        {"max_new_tokens": eval_args.max_new_tokens},
+        getattr(model_config, "max_position_embeddings", None),
+        eval_args.model,
+    )
     task = data_args.task_spec
     if eval_args.sentences_per_text > 1 and not task.splits_into_sentences:
         raise UsageError(

@@ -33,15 +33,18 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoConfig, GenerationConfig
 
-from ..errors import ExistingPathError, MissingPathError, UsageError
+from ..errors import CorruptFileError, ExistingPathError, MissingPathError, UsageError
 from ..extras import require
 from ..options import Options
+from ..readers import compression_of, count_text_lines, iter_stream_lines, iter_text_lines, read_json
 from ..saving import check_model_location, load_model_folder, model_task
 from ..sentences import LANGUAGE_CODES, sentence_rules, split_document, translate_documents
 from ..tasks.registry import task_or_plain
 from .generation import (
     EXTRA_OUTPUT_TOKENS,
     check_device,
+    check_length_options,
+    check_output_file,
     generate_batch,
     generate_in_batches,
     generation_settings,
@@ -51,6 +54,8 @@ from .generation import (
 logger = logging.getLogger(__name__)
 
 STDIN = "-"
+# How the text reader names an input file in its errors.
+INPUT_FILE = "--input file"
 BACKENDS = ("transformers", "ctranslate2")
 # Beside the output while it is being written: what it translates, so that a rerun may continue it.
 RECORD_SUFFIX = ".translating.json"
@@ -70,7 +75,10 @@ class TranslateArguments(Options):
     )
     input: list[str] | None = field(
         default=None,
-        metadata={"help": "Text files to translate, one input a line, read in turn. Default (or -): stdin."},
+        metadata={
+            "help": "UTF-8 text files to translate, one input a line, read in turn; gzip, bzip2 or xz files "
+            "(told by their first bytes) are read as the text they hold. Default (or -): stdin."
+        },
     )
     output: str | None = field(
         default=None,
@@ -302,8 +310,8 @@ ONE_PROCESS = Processes()
 
 
 def complete_lines(path: Path) -> tuple[int, int]:
-    """(complete lines, bytes they take) of a file, by a scan of its bytes for newlines (no decoding): what
-    follows its last newline is a line without its end (an input's last line, or an output cut short)."""
+    """(complete lines, bytes they take) of an output, by a scan of its bytes for newlines (no decoding): what
+    follows its last newline is a line without its end (an output cut short)."""
     lines = end = offset = 0
     with open(path, "rb") as file:
         while chunk := file.read(1 << 20):
@@ -315,41 +323,27 @@ def complete_lines(path: Path) -> tuple[int, int]:
 
 
 def count_lines(path: Path) -> int:
-    """The lines of a file, as `read_lines` reads them."""
-    lines, end = complete_lines(path)
-    return lines + (end < path.stat().st_size)
-
-
-def _decode(raw: bytes, where: str, warned: list) -> str:
-    line = raw.removesuffix(b"\n").removesuffix(b"\r")
-    try:
-        return line.decode("utf-8")
-    except UnicodeDecodeError:
-        if not warned:  # once a stream: the line keeps its place, its undecodable bytes become U+FFFD
-            logger.warning("%s is not UTF-8 throughout; undecodable bytes are replaced by U+FFFD.", where)
-            warned.append(True)
-        return line.decode("utf-8", errors="replace")
+    """The lines of an input, as `read_lines` reads them: counted, and checked to be UTF-8 (decompressed
+    where compressed) in the same pass, before the model is loaded (`readers.count_text_lines`)."""
+    return count_text_lines(path, INPUT_FILE)
 
 
 def read_lines(paths: list[Path], stdin=None) -> Iterator[str]:
-    """The lines of `paths` in turn (of `stdin` when there are none), without their line ends, read lazily.
-    A line ends at "\\n" only, as `count_lines` and `wc -l` count them."""
+    """The lines of `paths` in turn (of `stdin` when there are none), without their line ends, read lazily
+    through the text reader (`readers.iter_text_lines`: gzip, bzip2 or xz told by the first bytes; what is
+    not UTF-8 refused naming the file, the line and the byte). A line ends at "\\n" only, as `count_lines`
+    and `wc -l` count them."""
     if not paths:
         stream = stdin if stdin is not None else sys.stdin
         buffer = getattr(stream, "buffer", None)
-        warned: list = []
         if buffer is not None:
-            for raw in buffer:
-                yield _decode(raw, "standard input", warned)
+            yield from iter_stream_lines(buffer, "standard input")
         else:
             for text in stream:
                 yield text.removesuffix("\n").removesuffix("\r")
         return
     for path in paths:
-        warned = []
-        with open(path, "rb") as file:
-            for raw in file:
-                yield _decode(raw, str(path), warned)
+        yield from iter_text_lines(path, INPUT_FILE)
 
 
 def line_windows(lines: Iterable[str], first_line: int, window: int) -> Iterator[tuple[int, list[str]]]:
@@ -571,6 +565,7 @@ def _input_paths(names: list[str] | None) -> list[Path]:
             raise MissingPathError(
                 f"No --input file {path}: give text files, one input a line, or - for stdin."
             )
+        compression_of(path)  # a zip archive or a zstd file, refused before the model is loaded
     if len(paths) != len(names or []) and paths:
         raise UsageError("--input mixes files and - (stdin): give files only, or - alone.")
     return paths
@@ -587,6 +582,7 @@ def _transformers_settings(args: TranslateArguments) -> tuple[dict, object, list
     written is refused at once."""
     check_model_location(args.model)
     config = AutoConfig.from_pretrained(args.model)
+    check_length_options(_length_options(args), getattr(config, "max_position_embeddings", None), args.model)
     task = task_or_plain(model_task(config, args.model))
     loaded = None
     try:
@@ -607,7 +603,12 @@ def _ctranslate2_settings(args: TranslateArguments) -> tuple[dict, object, list[
             f"--model {args.model} is no CTranslate2 export (no model.bin and {GENERATION_DEFAULTS_FILE}): "
             "make one with scripts/export_ctranslate2.py, or drop --backend ctranslate2."
         )
-    defaults = json.loads((folder / GENERATION_DEFAULTS_FILE).read_text(encoding="utf-8"))
+    defaults = read_json(
+        folder / GENERATION_DEFAULTS_FILE,
+        f"Export {folder} again with scripts/export_ctranslate2.py",
+        decompress=False,  # as CTranslate2Seq2Seq reads it next
+    )
+    check_length_options(_length_options(args), defaults.get("max_position_embeddings"), args.model)
     task = task_or_plain(defaults.get("task"))
     saved = GenerationConfig(
         num_beams=defaults["num_beams"],
@@ -623,6 +624,27 @@ def _ctranslate2_settings(args: TranslateArguments) -> tuple[dict, object, list[
     return generation, task, defaults.get("langs")
 
 
+def _length_options(args: TranslateArguments) -> dict[str, int | None]:
+    """The options that ask for a number of output tokens, each at most the model's positions."""
+    return {"max_new_tokens": args.max_new_tokens, "min_new_tokens": args.min_new_tokens}
+
+
+def _load_ctranslate2(args: TranslateArguments, processes: Processes):
+    """The export of `--model`, its files' faults named (`UnreadableExportError`) as a user's to fix."""
+    from ..interop.ctranslate2_inference import CTranslate2Seq2Seq, UnreadableExportError
+
+    try:
+        return CTranslate2Seq2Seq(
+            args.model,
+            device=processes.device.type,
+            device_index=processes.device.index or 0,
+            compute_type=args.compute_type,
+            intra_threads=torch.get_num_threads(),
+        )
+    except UnreadableExportError as error:
+        raise CorruptFileError(str(error)) from error
+
+
 def _is_ctranslate2_export(name: str) -> bool:
     return (Path(name).expanduser() / "model.bin").is_file()  # transformers' weights have other names
 
@@ -634,8 +656,8 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
     device = check_device(args.device)
     paths = _input_paths(args.input)
     output = Path(args.output).expanduser() if args.output not in (None, STDIN) else None
-    if output is not None and output.is_dir():
-        raise UsageError(f"--output {output} is a folder: give a file to write the translations to.")
+    if output is not None:  # before anything is loaded: a folder, or a path under a file
+        check_output_file(output, "--output")
 
     loaded = None
     if args.backend == "ctranslate2":
@@ -675,16 +697,7 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
     plan = plan_output(output, record, args.overwrite, total_lines) if output is not None else OutputPlan()
 
     if args.backend == "ctranslate2":
-        from ..interop.ctranslate2_inference import CTranslate2Seq2Seq
-
-        translator = CTranslate2Seq2Seq(
-            args.model,
-            device=processes.device.type,
-            device_index=processes.device.index or 0,
-            compute_type=args.compute_type,
-            intra_threads=torch.get_num_threads(),
-        )
-        backend = CTranslate2Backend(translator, generation)
+        backend = CTranslate2Backend(_load_ctranslate2(args, processes), generation)
     else:
         model, tokenizer = loaded or load_model_folder(args.model)
         model.to(processes.device)

@@ -25,7 +25,7 @@ from ctranslate2.specs import common_spec, transformer_spec
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..outputs import check_not_a_file, check_not_an_input
-from ..saving import check_model_location
+from ..saving import load_model
 from ..tokenization import load_tokenizer
 from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
 
@@ -125,13 +125,13 @@ class VanillaTransformerConverter(Converter):
     """A CTranslate2 `Converter` for a folder saved by `save_model_folder` / `save_pretrained` + its
     tokenizer.
 
-    Loading goes through `from_pretrained`, so weights are read from safetensors only.
+    Loading goes through `from_pretrained` (`saving.load_model`: a mistyped folder is named, not sent to the
+    Hub, and so are weights that do not read), so weights are read from safetensors only.
     """
 
     def __init__(self, model_path: str | Path):
         self.model_path = str(model_path)
-        check_model_location(self.model_path)  # a mistyped folder is named, not sent to the Hub
-        self.model = VanillaTransformerForConditionalGeneration.from_pretrained(self.model_path).eval()
+        self.model = load_model(self.model_path, VanillaTransformerForConditionalGeneration)
         config = self.model.config
         # The ids the model was trained with (a converted Marian model has its own).
         self.tokenizer = load_tokenizer(

@@ -44,6 +44,22 @@ except ImportError:  # loaded by path without the package: its sentence splittin
 
 # Written by `ctranslate2_export` next to CTranslate2's files: the source model's decoding defaults.
 GENERATION_DEFAULTS_FILE = "generation_defaults.json"
+EXPORT_AGAIN = "Export the model again (scripts/export_ctranslate2.py)."
+
+
+class UnreadableExportError(OSError):
+    """A file of an export is truncated or corrupt (a copy or download cut short): the user exports again.
+    This file cannot import the package's errors; the package's callers make it a `CorruptFileError`."""
+
+
+def _unreadable_model(model_dir: Path) -> bool:
+    """Whether an export's model.bin is what fails to load: it does not load on the CPU with the compute
+    type it was saved with either (a refused device or compute type would load there)."""
+    try:
+        ctranslate2.Translator(str(model_dir), device="cpu", compute_type="default")
+    except RuntimeError:
+        return True
+    return False
 
 
 class CTranslate2Seq2Seq:
@@ -75,17 +91,38 @@ class CTranslate2Seq2Seq:
                     "hf_vanilla_transformer.interop.ctranslate2_export.convert_to_ctranslate2 "
                     "(scripts/export_ctranslate2.py)."
                 )
-        self.translator = ctranslate2.Translator(
-            str(model_dir),
-            device=device,
-            device_index=device_index,
-            compute_type=compute_type,
-            intra_threads=intra_threads,
-        )
-        self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        # Each file read with its faults named: CTranslate2, tokenizers and json name none.
+        try:
+            self.translator = ctranslate2.Translator(
+                str(model_dir),
+                device=device,
+                device_index=device_index,
+                compute_type=compute_type,
+                intra_threads=intra_threads,
+            )
+        except RuntimeError as error:
+            if not _unreadable_model(model_dir):
+                raise
+            raise UnreadableExportError(
+                f"{model_dir / 'model.bin'} is truncated or corrupt, or written by a newer CTranslate2 "
+                f"(CTranslate2: {error}). {EXPORT_AGAIN}"
+            ) from error
+        try:
+            self.tokenizer = Tokenizer.from_file(str(model_dir / "tokenizer.json"))
+        except Exception as error:  # tokenizers raises a bare Exception for a file that does not parse
+            raise UnreadableExportError(
+                f"{model_dir / 'tokenizer.json'} is truncated or corrupt: it does not load as a tokenizer "
+                f"({error}). {EXPORT_AGAIN}"
+            ) from error
         # CTranslate2 takes ragged batches; padding ids would be read as real source tokens.
         self.tokenizer.no_padding()
-        self.defaults = json.loads((model_dir / GENERATION_DEFAULTS_FILE).read_text())
+        try:
+            self.defaults = json.loads((model_dir / GENERATION_DEFAULTS_FILE).read_bytes())
+        except ValueError as error:
+            raise UnreadableExportError(
+                f"{model_dir / GENERATION_DEFAULTS_FILE} is truncated or corrupt: it does not parse as JSON "
+                f"({error}). {EXPORT_AGAIN}"
+            ) from error
 
     def generate_ids(
         self,

@@ -8,6 +8,7 @@ from pathlib import Path
 
 from ..errors import ExistingPathError, MissingPathError, UsageError
 from ..outputs import check_not_a_file
+from ..readers import read_text
 from ..saving import check_model_location, load_model_folder, save_model_folder
 
 # A card's usage code names its repository "<owner>/<name>" until it is pushed: the owner is whoever
@@ -41,19 +42,23 @@ def build_hub_folder(
             f"pass --overwrite to replace it with {model_dir}, or another --folder."
         )
     card = Path(card) if card is not None else output_dir / "README.md"
-    if not card.is_file():
+    if not card.exists():
         raise MissingPathError(f"No model card at {card}; write one under model_cards/<name>/README.md.")
+    card_text = read_text(card, "model card")  # a folder, text that is not UTF-8, ... named
+    if not card_text.strip():
+        raise UsageError(
+            f"The model card {card} is empty: write one (model_cards/<name>/README.md are examples)."
+        )
     from huggingface_hub import ModelCard
 
     try:
-        ModelCard.load(card)
+        ModelCard(card_text)
     except Exception as error:  # yaml's ScannerError/ParserError, or huggingface_hub's checks of the fields
         first_line = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise UsageError(
             f"The metadata of the model card {card} (the YAML block between the --- lines at its top) does "
             f"not parse: {first_line}. Fix the YAML; the Hub would reject the card too."
         ) from error
-    card_text = card.read_text(encoding="utf-8")
     model, tokenizer = load_model_folder(model_dir)
     for report in output_dir.glob("eval-*.json"):
         report.unlink()

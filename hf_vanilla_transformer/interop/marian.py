@@ -107,7 +107,13 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
     arguments decodes as it did), and the modeling and pipeline code for `trust_remote_code` loading."""
     from transformers import AutoConfig, AutoTokenizer, MarianMTModel
 
-    from ..saving import check_files_parse, check_hub_reachable, save_model_folder
+    from ..saving import (
+        check_files_parse,
+        check_hub_reachable,
+        check_model_location,
+        load_model,
+        save_model_folder,
+    )
 
     require("sentencepiece", "Importing a Marian model (its tokenizers)")
 
@@ -118,6 +124,8 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
                 "MarianMTModel.save_pretrained or a Hub id such as Helsinki-NLP/opus-mt-de-en."
             )
         check_hub_reachable(str(model_name_or_path), "config.json")
+    else:  # a folder without config.json (an empty one, say) is named, not sent to AutoConfig
+        check_model_location(model_name_or_path)
     check_files_parse(model_name_or_path)  # a local folder's config or tokenizer file cut short is named
     config = AutoConfig.from_pretrained(model_name_or_path)
     if config.model_type != "marian":
@@ -125,7 +133,7 @@ def convert_marian(model_name_or_path: str | Path, output_dir: str | Path) -> Pa
             f"{model_name_or_path} holds a {config.model_type!r} model (its config.json), not a Marian one: "
             "convert_marian expects a MarianMTModel folder or Hub id (model_type 'marian')."
         )
-    marian = MarianMTModel.from_pretrained(model_name_or_path)
+    marian = load_model(model_name_or_path, MarianMTModel)  # weights that do not read are named
     tokenizer = AutoTokenizer.from_pretrained(model_name_or_path)
     model = convert_marian_model(marian)
     # The languages a Marian tokenizer was made for (e.g. "de", "en"; a multilingual model's "mul" has no

@@ -5,18 +5,21 @@ match as the metric, inputs taken whole. A task overrides what differs; docs/tas
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from datasets import Dataset, DatasetDict, load_from_disk
+from datasets import Dataset, DatasetDict
 
+from ..data.files import load_saved_dataset
 from ..errors import MissingPathError, UsageError
 from ..metrics import binomial_standard_error, exact_match
 
 if TYPE_CHECKING:
     from ..data.preprocessing import TextField
     from .data import DataArguments, DatasetArguments
+
+# The splits of a task's data set: what training, validation during training and evaluation read.
+SPLITS = ("train", "validation", "test")
 
 
 class Task:
@@ -28,8 +31,8 @@ class Task:
     # translation's, overrides `text_fields`).
     source_column: ClassVar[str] = "source"
     target_column: ClassVar[str] = "target"
-    # The task's own options (a dataclass of `options.Options`, its fields' metadata giving help and range):
-    # every script that takes --task takes them, and refuses them for another task.
+    # The task's own options (a dataclass of `options.Options`, its fields' metadata giving help and, for each
+    # number, a range): a script that takes --task parses the chosen task's only, and refuses another task's.
     options: ClassVar[type | None] = None
     best_metric: ClassVar[str] = "exact_match"  # `metric_for_best_model`: higher is better
     # generate()'s output limit during evaluation when the command line sets none: None means source length +
@@ -66,8 +69,8 @@ class Task:
         return self.options() if self.options is not None else None
 
     def make_data(self, options, output_dir: str) -> DatasetDict:
-        """The task's train / validation / test splits, made from nothing (scripts/prepare_data.py saves
-        them); a task whose data comes from elsewhere says where in `data_made_by`."""
+        """The task's `SPLITS`, made from nothing (scripts/prepare_data.py saves them); a task whose data
+        comes from elsewhere says where in `data_made_by`."""
         raise UsageError(f"Task {self.name!r} makes no data of its own: {self.data_made_by}.")
 
     def languages(self, args: DatasetArguments) -> list[str] | None:
@@ -87,7 +90,7 @@ class Task:
                 f"{folder} {state}. Make one with `{self.data_made_by}` (the recipes in scripts/recipes/ do "
                 "it first)."
             )
-        return load_from_disk(str(path))
+        return load_saved_dataset(path)
 
     def text_fields(self, args: DataArguments) -> tuple[TextField, TextField]:
         """`(column, key)` of the source and of the target text."""
@@ -157,8 +160,3 @@ class Task:
     def tokenizer_check_texts(self, validation: Dataset) -> dict[str, list[str]]:
         """Groups of validation texts on which `scripts/train_tokenizer.py` reports tokens per text."""
         return {column: validation[column] for column in self.tokenizer_columns}
-
-
-def option_names(options_type: type | None) -> list[str]:
-    """The command-line names of a task's options."""
-    return [field.name for field in dataclasses.fields(options_type) if field.init] if options_type else []

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 from datasets import Dataset, DatasetDict, IterableDataset
@@ -15,64 +17,66 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 from ..data.preprocessing import LABEL_PAD_TOKEN_ID, tokenize_pairs, tokenize_stream
 from ..errors import UsageError
 from ..options import Options
-from .base import Task, option_names
-from .registry import get_task, registered_tasks, task_files_in
+from .base import Task
+from .registry import get_task, option_types, registered_tasks, task_named_in
 
 logger = logging.getLogger(__name__)
 
 
 class TaskChoice:
-    """An arguments dataclass with a `task` field: the options of every task join its parser
-    (`cli.make_parser` asks `attached_option_types`), and `options` gives those of the task chosen. An option
-    of another task, set, is refused in one line."""
+    """An arguments dataclass with a `task` field, and the options of the task it names (`options`): as the
+    command line gave them (`take_options_from`), else as library code sets them (`with_options`), else their
+    defaults. Each task's options are its own: only the chosen task's are made, so two tasks may have options
+    of the same name."""
 
     task: str | None
 
     @classmethod
-    def attached_option_types(cls, argv: list[str]) -> list[type]:
-        """The options dataclasses of every task, the task files `argv` names imported first."""
-        for path in task_files_in(argv):
-            get_task(path)
-        types = []
-        for task in registered_tasks().values():
-            if task.options is not None and task.options not in types:
-                types.append(task.options)
-        return types
+    def task_option_types(cls, argv: Sequence[str] = ()) -> dict[str, type]:
+        """The options dataclass of every task, by name, the task file `argv` names imported first."""
+        named = task_named_in(argv)
+        if named is not None and named.endswith(".py"):
+            get_task(named)
+        return option_types()
 
-    def attach_options(self, instances: list) -> None:
-        """Keep what the parser made of each task's options (`options` picks the chosen task's)."""
-        self.given_options = {type(instance): instance for instance in instances}
+    @classmethod
+    def chosen_task(cls, argv: Sequence[str]) -> Task | None:
+        """The installed task or the task file `argv` names (`--task`, a leading recipe's `task:`), if any."""
+        named = task_named_in(argv)
+        if named is not None and named.endswith(".py"):
+            return get_task(named)
+        return registered_tasks().get(named) if named is not None else None
+
+    def take_options_from(self, make: Callable[[Task], Any]) -> None:
+        """Make the chosen task's options with `make(task)`, the command line's parse of the strings it gave
+        them: at once if the task is known, else as soon as it is (an evaluation's from its model)."""
+        self._make_options, self._options_of = make, None
+        if self.task is not None:
+            _ = self.task_spec
 
     @property
     def task_spec(self) -> Task:
-        """The `Task` object of `task`."""
+        """The `Task` object of `task`; its options are made the first time it is asked for."""
         if self.task is None:
             raise UsageError(f"No task given: pass --task ({' or '.join(sorted(registered_tasks()))}).")
-        return get_task(self.task)
+        task = get_task(self.task)
+        if getattr(self, "_options_of", None) != task.name:
+            make = getattr(self, "_make_options", None)
+            self._options = make(task) if make is not None else task.default_options()
+            self._options_of = task.name
+        return task
 
     @property
     def options(self):
-        """The chosen task's options: as given on the command line, else their defaults. An option of another
-        task given a value is refused."""
-        task = self.task_spec
-        given = getattr(self, "given_options", {})
-        for options_type, instance in given.items():
-            if options_type is task.options:
-                continue
-            default = options_type()
-            for name in option_names(options_type):
-                if getattr(instance, name) != getattr(default, name):
-                    owners = [t.name for t in registered_tasks().values() if t.options is options_type]
-                    raise UsageError(
-                        f"`{name}` applies to the {' and '.join(owners)} task only; drop it for task "
-                        f"{task.name!r}."
-                    )
-        return given.get(task.options) or task.default_options()
+        """The chosen task's options (None for a task without options)."""
+        _ = self.task_spec
+        return self._options
 
     def with_options(self, **values):
         """Set the chosen task's options, as library code gives them (`DataArguments(...).with_options(
         source_lang="fr")`); returns the arguments."""
-        self.attach_options([self.task_spec.options(**values)])
+        task = self.task_spec
+        self._options, self._options_of = task.options(**values), task.name
         return self
 
     def options_record(self) -> dict:

@@ -9,20 +9,32 @@ A task joins the registry in one of two ways:
 - a Python file defines it with `@register_task` and is named where a task is (`--task path/to/file.py`),
   and is imported then (fairseq's `--user-dir`, for a task that lives in one file).
 
+Both may name one task (a package's file named by its path): it is the task registered first. A task file is
+its author's code: an exception raised in it is told in one line at its line in the file (`task_file_error`).
+A task's options are its own (the command line parses only the chosen task's), and each numeric one carries
+a range, checked as they are built (`options.Options`); a task without is refused as it registers.
+
 A saved model records its task's name (`config.task`). Where that task is not installed, the model is still a
 plain text-to-text model: the pipeline, translate.py and the demo take it (`find_task` gives None).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
+import os
 import re
 import sys
+import traceback
+import typing
+from collections.abc import Sequence
 from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from ..errors import MissingPathError, UsageError
+from ..errors import MissingPathError, UsageError, UserError
+from ..options import RANGE, Options
+from ..readers import iter_text_lines
 
 if TYPE_CHECKING:
     from .base import Task
@@ -33,11 +45,15 @@ NAME_PATTERN = re.compile(r"[a-z][a-z0-9_]*")
 
 _TASKS: dict[str, Task] = {}
 _FILES: dict[Path, Task] = {}  # task files imported, by resolved path
+_BROKEN: dict[str, Exception] = {}  # entry points that failed to load, raised when their task is asked for
 _entry_points_read = False
+_registering: list[str] | None = None  # the names a task file being imported registers
 
 
 def register_task(cls: type[Task]) -> type[Task]:
-    """Class decorator: add the task to the registry under `cls.name`."""
+    """Class decorator: add the task to the registry under `cls.name`. A class of the same name and qualified
+    name as a task registered already is that task (an installed package's file imported by its path): the
+    first stays."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise UsageError(
@@ -50,8 +66,62 @@ def register_task(cls: type[Task]) -> type[Task]:
             f"Two tasks are named {name!r}: {type(known).__module__}.{type(known).__qualname__} and "
             f"{cls.__module__}.{cls.__qualname__}; rename one."
         )
-    _TASKS[name] = cls()
+    if known is None:
+        check_task_options(cls)
+        _TASKS[name] = cls()
+    if _registering is not None:
+        _registering.append(name)
     return cls
+
+
+def _takes_numbers(hint) -> bool:
+    """Whether an option's annotation takes numbers (`int`, `float | None`, `list[int]`); a flag does not."""
+    if isinstance(hint, str):  # an annotation `get_type_hints` could not resolve: read as written
+        return bool(re.search(r"\b(int|float)\b", hint))
+    return hint in (int, float) or any(_takes_numbers(arg) for arg in typing.get_args(hint))
+
+
+def check_task_options(cls: type[Task]) -> None:
+    """Refuse a task whose options would take any value: a numeric option without a range (`--train_size -3`
+    would make empty data), or ranges on a dataclass that does not check them (`options.Options`)."""
+    options = getattr(cls, "options", None)
+    if options is None:
+        return
+    where = f"task {cls.name!r} ({defined_in(cls)})"
+    if not dataclasses.is_dataclass(options):
+        raise UsageError(
+            f"The options of {where} are {options!r}: make them a @dataclass of options.Options."
+        )
+    try:
+        hints = typing.get_type_hints(options)
+    except Exception:  # an annotation naming what the module does not define: read them as written
+        hints = {}
+    fields = [field for field in dataclasses.fields(options) if field.init]
+    for field in fields:
+        if RANGE not in field.metadata and _takes_numbers(hints.get(field.name, str(field.type))):
+            raise UsageError(
+                f"Option --{field.name} of {where} takes a number but has no range: give its field one, "
+                f'`field(..., metadata={{..., "range": ">= 0"}})` ("any" for a number without bounds).'
+            )
+    if not issubclass(options, Options) and any(
+        RANGE in f.metadata or "choices" in f.metadata for f in fields
+    ):
+        raise UsageError(
+            f"The options of {where}, {options.__qualname__}, have ranges but nothing checks them: subclass "
+            "hf_vanilla_transformer.options.Options."
+        )
+
+
+def _shown(path: str | Path) -> str:
+    """A file's path as a message names it: from the working directory when it is below it."""
+    relative = os.path.relpath(path)
+    return str(path) if relative.startswith("..") else relative
+
+
+def defined_in(cls: type) -> str:
+    """Where a task class is defined, as a message names it: its file, else its module."""
+    file = getattr(sys.modules.get(cls.__module__), "__file__", None)
+    return _shown(file) if file else cls.__module__
 
 
 def _read_entry_points() -> None:
@@ -60,14 +130,18 @@ def _read_entry_points() -> None:
         return
     _entry_points_read = True
     for point in entry_points(group=ENTRY_POINT_GROUP):
-        cls = point.load()  # a decorated class registered itself as its module was imported
-        if point.name not in _TASKS:
+        # A task that cannot load breaks no other: its error is raised when it is asked for.
+        try:
+            cls = point.load()  # a decorated class registered itself as its module was imported
+            if getattr(cls, "name", None) != point.name:
+                raise UsageError(
+                    f"Entry point {point.name!r} of group {ENTRY_POINT_GROUP} loads {point.value}, whose "
+                    f"task is named {getattr(cls, 'name', None)!r}: the entry point's name and the task's "
+                    "must be one."
+                )
             register_task(cls)
-        if _TASKS[point.name].__class__ is not cls:
-            raise UsageError(
-                f"Entry point {point.name!r} of group {ENTRY_POINT_GROUP} loads {point.value}, whose task is "
-                f"named {getattr(cls, 'name', None)!r}: the entry point's name and the task's must be one."
-            )
+        except Exception as error:
+            _BROKEN[point.name] = error
 
 
 def registered_tasks() -> dict[str, Task]:
@@ -77,7 +151,10 @@ def registered_tasks() -> dict[str, Task]:
 
 
 def load_task_file(path: str | Path) -> Task:
-    """Import a Python file that defines one task with `@register_task`, and return that task."""
+    """Import a Python file that defines one task with `@register_task`, and return that task (the one
+    registered already, for the file of an installed task). An exception the file raises is refused in one
+    line at its line in the file (`task_file_error`); the registry is left as it was."""
+    global _registering
     path = Path(path)
     resolved = path.resolve()
     if resolved in _FILES:
@@ -87,20 +164,49 @@ def load_task_file(path: str | Path) -> Task:
             f"No task file at {path}: give a .py file that defines a task with @register_task."
         )
     _read_entry_points()
-    before = set(_TASKS)
+    before, outer = dict(_TASKS), _registering
     module_name = "hf_vanilla_transformer_task_" + re.sub(r"\W", "_", resolved.stem)
     spec = importlib.util.spec_from_file_location(module_name, resolved)
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look a class's module up by name
-    spec.loader.exec_module(module)
-    added = sorted(set(_TASKS) - before)
-    if len(added) != 1:
+    _registering = registered = []
+    try:
+        spec.loader.exec_module(module)
+    except Exception as error:
+        sys.modules.pop(module_name, None)
+        _TASKS.clear()
+        _TASKS.update(before)
+        if isinstance(error, UsageError):  # the registry's refusal of the task: it names the fix
+            raise
+        # An error no line of the file can be blamed for (bytes that are no Python source: a compressed file)
+        # still names the file.
+        shown = task_file_error(error, {str(resolved): str(path)})
+        raise shown or UsageError(f"{path}: {type(error).__name__}: {error}") from error
+    finally:
+        _registering = outer
+    names = list(dict.fromkeys(registered))
+    if len(names) != 1:
         raise UsageError(
-            f"{path} registered {len(added)} tasks ({', '.join(added) or 'none'}): a task file defines "
+            f"{path} registered {len(names)} tasks ({', '.join(names) or 'none'}): a task file defines "
             "exactly one class decorated with @register_task."
         )
-    _FILES[resolved] = _TASKS[added[0]]
+    _FILES[resolved] = _TASKS[names[0]]
     return _FILES[resolved]
+
+
+def task_file_error(error: BaseException, files: dict[str, str] | None = None) -> UsageError | None:
+    """An exception raised by the code of a task file, as its author is told it: one line, `file:line: Type:
+    message`, at the innermost frame in the file (a syntax error at its own line); None for an exception that
+    no task file raised. `files` maps resolved paths to how they are shown (default: the files imported)."""
+    if files is None:
+        files = {str(resolved): _shown(resolved) for resolved in _FILES}
+    if isinstance(error, SyntaxError) and error.filename in files:
+        return UsageError(f"{files[error.filename]}:{error.lineno}: {type(error).__name__}: {error.msg}")
+    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename in files]
+    if not frames:
+        return None
+    what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
+    return UsageError(f"{files[frames[-1].filename]}:{frames[-1].lineno}: {what}")
 
 
 def get_task(name: str) -> Task:
@@ -109,6 +215,8 @@ def get_task(name: str) -> Task:
     if name.endswith(".py"):
         return load_task_file(name)
     task = registered_tasks().get(name)
+    if task is None and name in _BROKEN:
+        raise _BROKEN[name]
     if task is None:
         raise UsageError(
             f"Unknown task {name!r}; installed: {', '.join(sorted(_TASKS))}. A task of your own: pass the "
@@ -150,29 +258,43 @@ def installed_task_of(name: str | None, model: str) -> Task:
     return task
 
 
-def task_files_in(argv: list[str]) -> list[str]:
-    """The task files a command line names: `--task x.py`, `--task=x.py`, or a leading recipe's `task: x.py`
+def task_named_in(argv: Sequence[str]) -> str | None:
+    """The task a command line names: its last `--task x` or `--task=x`, else a leading recipe's `task: x`
     (the recipe is read again by the parser)."""
-    files = []
+    named = None
     for index, item in enumerate(argv):
-        value = None
         if item == "--task" and index + 1 < len(argv):
-            value = argv[index + 1]
+            named = argv[index + 1]
         elif item.startswith("--task="):
-            value = item.split("=", 1)[1]
-        if value and value.endswith(".py"):
-            files.append(value)
-    if argv and argv[0].endswith((".yaml", ".yml", ".json")) and Path(argv[0]).is_file():
+            named = item.split("=", 1)[1]
+    if named is None and argv and argv[0].endswith((".yaml", ".yml", ".json")) and Path(argv[0]).is_file():
         import yaml
 
         try:
-            recipe = yaml.safe_load(Path(argv[0]).read_text(encoding="utf-8"))
-        except yaml.YAMLError:
+            recipe = yaml.safe_load("\n".join(iter_text_lines(argv[0], "recipe file")))
+        except (yaml.YAMLError, UserError):
             recipe = None  # the parser reports it
         task = recipe.get("task") if isinstance(recipe, dict) else None
-        if isinstance(task, str) and task.endswith(".py"):
-            files.append(task)
-    return files
+        named = task if isinstance(task, str) else None
+    return named or None
+
+
+def option_types() -> dict[str, type]:
+    """The options dataclass of every task known here that has options, by task name."""
+    return {name: task.options for name, task in registered_tasks().items() if task.options is not None}
+
+
+def option_owners(name: str) -> list[str]:
+    """The tasks that have an option `name`."""
+    types = option_types().items()
+    return sorted(task for task, options in types if name in {f.name for f in dataclasses.fields(options)})
+
+
+def other_task_option_error(name: str, task: str) -> UsageError:
+    """The refusal of `--name`, an option of other tasks than `task`: in one wording, whatever the command."""
+    owners = option_owners(name)
+    tasks = f"the {' and '.join(owners)} task{'s' if len(owners) > 1 else ''}"
+    return UsageError(f"`{name}` applies to {tasks} only; drop it for task {task!r}.")
 
 
 def input_rules(name: str | None) -> tuple:

@@ -1,9 +1,10 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
 `batching` (token-budget batches and their options), `logs` (loss log and curves), `budget` (training by the
 clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and
-`set_up_training`, what both training scripts build from them) and `trainer` (`run_training`, the Trainer
-path, and the `Seq2SeqTrainer` subclass on token-budget batches, with full weights gathered under FSDP and
-DeepSpeed, and no false "missing keys" on resuming). Their public names are importable from here. The
+`set_up_training`, what both training scripts build from them), `resume` (what a checkpoint records of the
+batches and the model, checked on resuming; a finished run left alone) and `trainer` (`run_training`, the
+Trainer path, and the `Seq2SeqTrainer` subclass on token-budget batches, with full weights gathered under
+FSDP and DeepSpeed, and no false "missing keys" on resuming). Their public names are importable from here. The
 Trainer is the package's one training engine; `scripts/train_accelerate.py` is a plain loop for users who
 write their own.
 
@@ -43,6 +44,7 @@ from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .checkpoints import COMPLETE_NAME, checkpoint_problem, complete_checkpoints, resolve_resume
 from .faults import DiskFullError, Interruption, Watchdog
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
+from .resume import CONTRACT_NAME, ResumeContract, RunFinished, run_is_over
 from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
 from .trainer import (
     FullWeightsCallback,
@@ -59,6 +61,10 @@ from .trainer import (
 __all__ = [
     "BATCH_ORDERS",
     "COMPLETE_NAME",
+    "CONTRACT_NAME",
+    "ResumeContract",
+    "RunFinished",
+    "run_is_over",
     "DiskFullError",
     "Interruption",
     "Watchdog",

@@ -32,6 +32,7 @@ from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..options import Options
 from ..outputs import check_not_a_file
+from ..readers import read_json
 from ..saving import check_model_for_task, check_model_location, check_tokenizer_location
 from ..tasks import DataArguments, prepare_dataset
 from .batching import BatchingArguments
@@ -39,6 +40,15 @@ from .budget import TimeBudget
 from .checkpoints import UNFINISHED_SUFFIX, remove_unfinished, resolve_resume, step_of
 from .faults import Watchdog
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME
+from .resume import (
+    ResumeContract,
+    RunFinished,
+    check_weights_fit,
+    final_is_current,
+    finished_message,
+    how_it_ended,
+    run_is_over,
+)
 from .schedules import paper_peak_learning_rate
 
 logger = logging.getLogger(__name__)
@@ -155,6 +165,14 @@ class RecipeArguments(BatchingArguments):
             "help": "Train into an output_dir that holds an earlier run: its checkpoints, final model and "
             "loss log are deleted first. Without it such an output_dir is refused (--resume_from_checkpoint "
             "continues a run instead)."
+        },
+    )
+    allow_changed_options: list[str] | None = field(
+        default=None,
+        metadata={
+            "help": "Resume even though these options (or `all`) differ from those the checkpoint records "
+            "(resume_contract.json: what decides the batches and the model); the log names each change. "
+            "Without it such a resume is refused, since it would not be exact."
         },
     )
 
@@ -301,13 +319,15 @@ def load_config_overrides(value: dict | str | None) -> dict:
         return {}
     if isinstance(value, dict):
         return dict(value)
-    text = Path(value).read_text() if Path(value).is_file() else value
-    try:
-        overrides = json.loads(text)
-    except json.JSONDecodeError as error:
-        raise UsageError(
-            f"--config_overrides is neither a JSON object nor a JSON file: {value!r} ({error})."
-        ) from error
+    if Path(value).exists():
+        overrides = read_json(value, "Write the file again", "--config_overrides file")
+    else:
+        try:
+            overrides = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise UsageError(
+                f"--config_overrides is neither a JSON object nor a JSON file: {value!r} ({error})."
+            ) from error
     if not isinstance(overrides, dict):
         raise UsageError(f"--config_overrides must be a JSON object of config fields, got {overrides!r}.")
     return overrides
@@ -435,6 +455,62 @@ def check_streaming(recipe_args: RecipeArguments, training_args: PaperSeq2SeqTra
     training_args.ignore_data_skip = True
 
 
+def trainer_resume_options(
+    data_args: DataArguments, recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments
+) -> tuple[dict, dict]:
+    """The Trainer's options that a checkpoint records (`ResumeContract`; the task's, the data's and the
+    model's are the contract's own): those that decide the batches or the updates, checked on resuming, and
+    those the checkpoint's optimizer state restores whatever is given. Read after `choose_schedule`."""
+    args = training_args
+    if recipe_args.max_tokens is not None:
+        batches = {
+            "max_tokens": recipe_args.max_tokens,
+            "batch_order": recipe_args.batch_order,
+            "batch_size_multiple": recipe_args.batch_size_multiple,
+        }
+    else:  # the Trainer's own batches: a fixed number of pairs, in its sampler's order
+        batches = {
+            "per_device_train_batch_size": args.per_device_train_batch_size,
+            "auto_find_batch_size": args.auto_find_batch_size,
+            "dataloader_drop_last": args.dataloader_drop_last,
+            "train_sampling_strategy": args.train_sampling_strategy,
+            "data_seed": args.data_seed,
+        }
+    if data_args.streaming:
+        batches["stream_buffer"] = recipe_args.stream_buffer
+    else:  # a stream resumes from its recorded place, never by skipping batches (`check_streaming`)
+        batches["ignore_data_skip"] = args.ignore_data_skip
+    checked = {
+        **batches,
+        "seed": args.seed,  # the batches' order, each epoch's
+        "gradient_accumulation_steps": args.gradient_accumulation_steps,
+        "num_processes": args.world_size,  # each process's share of the batches
+        "average_tokens_across_devices": args.average_tokens_across_devices,
+        # The schedule is built anew from these on resuming (only its step count is restored).
+        "lr_scheduler_type": args.lr_scheduler_type,
+        "lr_scheduler_kwargs": args.lr_scheduler_kwargs,
+        "warmup_steps": args.warmup_steps,
+        "decay_by_clock": recipe_args.decay_by_clock,
+        "max_warmup_fraction": recipe_args.max_warmup_fraction,
+        "max_grad_norm": args.max_grad_norm,
+        "optim": args.optim,
+        "optim_args": args.optim_args,
+        "label_smoothing_factor": args.label_smoothing_factor,
+        "neftune_noise_alpha": args.neftune_noise_alpha,
+        "bf16": args.bf16,
+        "fp16": args.fp16,
+    }
+    restored = {
+        "learning_rate": args.learning_rate,
+        "lr_scale": recipe_args.lr_scale,
+        "adam_beta1": args.adam_beta1,
+        "adam_beta2": args.adam_beta2,
+        "adam_epsilon": args.adam_epsilon,
+        "weight_decay": args.weight_decay,
+    }
+    return checked, restored
+
+
 class RunOptions(Protocol):
     """What `set_up_training` reads of a training script's own options, which `PaperSeq2SeqTrainingArguments`
     and the plain loop's `LoopArguments` both hold."""
@@ -452,13 +528,20 @@ def set_up_training(
     state: PartialState,
     checkpoint_prefix: str = PREFIX_CHECKPOINT_DIR,
     before_reading_data: Callable[[VanillaTransformerConfig], None] | None = None,
+    contract: ResumeContract | None = None,
+    finished: Callable[[str], str | None] | None = None,
 ) -> tuple[PreTrainedTokenizerBase, DatasetDict, VanillaTransformerForConditionalGeneration]:
     """What both training scripts start from: the tokenizer, the tokenized splits and the model, built after
     seeding with `run.seed` (so that a recipe's seed fixes the initial weights too) and recording the task.
     Refuses, in one line and before any data is read, what cannot be trained; then sets
     `run.resume_from_checkpoint` to the `<checkpoint_prefix>-<step>` folder it names, prepares
     `run.output_dir` (`prepare_output_dir`, with `overwrite`) and calls `before_reading_data` with the model's
-    configuration. `state` is the run's processes (accelerate's `PartialState`)."""
+    configuration. `state` is the run's processes (accelerate's `PartialState`).
+
+    Resuming, `finished(checkpoint)` says whether the checkpoint ends its run (the line to say, or None): if
+    its final folder was saved after it, nothing is done (`RunFinished` is raised). `contract` records what
+    decides the batches and the model (the scripts save it into each checkpoint) and refuses a resume with
+    any of it changed: the options before the data is read, the training pairs after."""
     check_not_a_file(run.output_dir)  # first: a file named as the output is no run's, whatever else is wrong
     if not data_args.tokenizer:
         raise UsageError(
@@ -471,17 +554,35 @@ def set_up_training(
     tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
     config = model_config(model_args, tokenizer)
     check_lengths_fit(data_args, config)
-    run.resume_from_checkpoint = resolve_resume(run.resume_from_checkpoint, run.output_dir, checkpoint_prefix)
+    run.resume_from_checkpoint = checkpoint = resolve_resume(
+        run.resume_from_checkpoint, run.output_dir, checkpoint_prefix
+    )
+    past_final = bool(checkpoint) and say_if_finished(run.output_dir, checkpoint, finished)
     # The last check: with --overwrite it deletes the earlier run, which a refusal above must leave whole.
-    prepare_output_dir(run.output_dir, bool(run.resume_from_checkpoint), overwrite)
-    if run.resume_from_checkpoint and state.is_main_process:
-        remove_unfinished(run.output_dir, step_of(run.resume_from_checkpoint), checkpoint_prefix)
+    prepare_output_dir(run.output_dir, bool(checkpoint), overwrite)
     if before_reading_data is not None:
         before_reading_data(config)
+    if contract is not None:
+        contract.describe(model_args, data_args, tokenizer, config)
+        if checkpoint:
+            contract.check(checkpoint)
+    if checkpoint:
+        check_weights_fit(checkpoint, config, VanillaTransformerForConditionalGeneration)
+        if state.is_main_process:
+            remove_unfinished(run.output_dir, step_of(checkpoint), checkpoint_prefix)
+    if past_final:
+        logger.warning(
+            "%s will be replaced when this run ends: copy out what you wrote into it to keep it.",
+            Path(run.output_dir) / "final",
+        )
     # Under several processes the main one of each machine tokenizes first and the others read what `datasets`
     # cached (a corpus of millions of pairs is tokenized once, not once per GPU).
     with state.local_main_process_first():
         datasets_ = prepare_dataset(data_args, tokenizer)
+    if contract is not None:
+        contract.describe_data(data_args, datasets_["train"])
+        if checkpoint:
+            contract.check_data(checkpoint)
     set_seed(run.seed)
     model = build_model(model_args, tokenizer)
     data_args.record_in(model.config)
@@ -494,14 +595,39 @@ def set_up_training(
     return tokenizer, datasets_, model
 
 
+def say_if_finished(
+    output_dir: str | Path, checkpoint: str, finished: Callable[[str], str | None] | None
+) -> bool:
+    """Raise `RunFinished` when `checkpoint` ends its run and the final folder was saved after it. Returns
+    whether the run goes on past a final folder (which its end will replace)."""
+    final = Path(output_dir) / "final"
+    message = finished(checkpoint) if finished is not None else None
+    if message is not None and final_is_current(final, checkpoint):
+        raise RunFinished(message)
+    return message is None and final.is_dir()
+
+
+def trainer_contract(
+    data_args: DataArguments, recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments
+) -> ResumeContract:
+    """The `ResumeContract` of a Trainer run: its options read once `choose_schedule` has filled them."""
+    return ResumeContract(
+        lambda: trainer_resume_options(data_args, recipe_args, training_args),
+        recipe_args.allow_changed_options,
+    )
+
+
 def prepare_training(
     model_args: ModelArguments,
     data_args: DataArguments,
     recipe_args: RecipeArguments,
     training_args: PaperSeq2SeqTrainingArguments,
+    contract: ResumeContract | None = None,
 ) -> tuple[PreTrainedTokenizerBase, DatasetDict, VanillaTransformerForConditionalGeneration]:
     """`set_up_training` from the Trainer's options, after the checks of what only the Trainer reads (its
-    processes, the recipe, a stream); it fills the schedule options left unset (`choose_schedule`)."""
+    processes, the recipe, a stream); it fills the schedule options left unset (`choose_schedule`). A run
+    resumed is checked against its checkpoint's record (`contract`, by default `trainer_contract`'s), and a
+    finished one raises `RunFinished`."""
     check_processes_train_together(training_args)
     recipe_args.check(training_args)
     if data_args.streaming:
@@ -512,6 +638,14 @@ def prepare_training(
         from_trained = bool(model_args.model)
         logger.info(choose_schedule(recipe_args, training_args, config.d_model, from_trained=from_trained))
 
+    def finished(checkpoint: str) -> str | None:
+        if not run_is_over(checkpoint, training_args, recipe_args):
+            return None
+        reached, further = how_it_ended(checkpoint, training_args, recipe_args)
+        return finished_message(training_args.output_dir, checkpoint, reached, further)
+
+    if contract is None:
+        contract = trainer_contract(data_args, recipe_args, training_args)
     return set_up_training(
         model_args,
         data_args,
@@ -519,4 +653,6 @@ def prepare_training(
         recipe_args.overwrite,
         training_args.distributed_state,
         before_reading_data=say_schedule,
+        contract=contract,
+        finished=finished,
     )

@@ -9,10 +9,11 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file
 
-from ..errors import MissingPathError, UsageError
-from .checkpoints import complete_checkpoints
+from ..errors import CorruptFileError, MissingPathError, UsageError
+from .checkpoints import complete_checkpoints, not_whole
 
 logger = logging.getLogger(__name__)
 
@@ -25,7 +26,8 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     if len(found) < n:
         raise UsageError(
             f"Asked to average {n} checkpoints but {run_dir} has {len(found)} whole ones: "
-            f"{[p.name for p in found] or 'none'}. Train with a larger `save_total_limit` or average fewer."
+            f"{[p.name for p in found] or 'none'}{not_whole(run_dir)}. Train with a larger "
+            "`save_total_limit` or average fewer."
         )
     return found[-n:]
 
@@ -44,7 +46,12 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
         weights = Path(checkpoint) / "model.safetensors"
         if not weights.exists():
             raise MissingPathError(f"{weights} not found: each checkpoint must hold safetensors weights.")
-        state = load_file(weights)
+        try:
+            state = load_file(weights)
+        except SafetensorError as error:  # bytes of the recorded size that are no weights
+            raise CorruptFileError(
+                f"{weights} is truncated or corrupt ({error}): average other checkpoints (--last)."
+            ) from error
         if total and state.keys() != total.keys():
             raise UsageError(
                 f"{checkpoint} holds different weights from {checkpoints[0]}: not the same model."

@@ -150,6 +150,17 @@ def complete_checkpoints(
     return complete
 
 
+def not_whole(run_dir: str | Path, prefix: str = "checkpoint") -> str:
+    """The `<prefix>-<step>` folders of a run that are not whole, each with why, for an error that found too
+    few whole ones: `" (not whole: checkpoint-1: its checkpoint_complete.json does not parse)"` or ""."""
+    skipped = [
+        f"{folder.name}: {problem}"
+        for folder in numbered_folders(run_dir, prefix)
+        if (problem := checkpoint_problem(folder)) is not None and not taken_unchecked(folder, prefix)
+    ]
+    return f" (not whole: {'; '.join(skipped)})" if skipped else ""
+
+
 def check_checkpoint(
     folder: str | Path, prefix: str = "checkpoint", option: str = "--resume_from_checkpoint"
 ) -> None:

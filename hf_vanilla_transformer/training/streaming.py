@@ -137,11 +137,22 @@ def save_stream_state(
 
 
 def load_stream_state(
-    batches: StreamedTokenBudgetBatches, checkpoint: str | Path, rank: int, world_size: int
+    batches: StreamedTokenBudgetBatches,
+    checkpoint: str | Path,
+    rank: int,
+    world_size: int,
+    start_over: bool = False,
 ):
     """Put the stream back where a checkpoint left it; a checkpoint of another way of reading the data, or of
-    another number of processes (whose shares differ), is refused by name."""
+    another number of processes (whose shares differ), is refused by name (the checkpoint's record of the run,
+    `resume.ResumeContract`, refuses both first; these refusals are for checkpoints of earlier versions). With
+    `start_over` (the user resumes anyway) such a checkpoint starts the stream from its beginning instead."""
     path = state_file(checkpoint, rank)
+    if start_over and not _same_reading(path, world_size):
+        logger.warning(
+            "%s holds no position of this reading of the stream: it starts from the beginning.", checkpoint
+        )
+        return
     if not path.is_file():
         raise UsageError(
             f"{checkpoint} holds no {path.name}: it was not written by a streamed run. Resume it without "
@@ -162,3 +173,10 @@ def load_stream_state(
             f"resume it with {saved_world}, not {world_size}."
         )
     batches.load_state_dict(record)
+
+
+def _same_reading(path: Path, world_size: int) -> bool:
+    try:
+        return json.loads(path.read_text()).get("world_size") == world_size
+    except (OSError, ValueError, AttributeError):
+        return False

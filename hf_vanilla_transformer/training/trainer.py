@@ -31,6 +31,7 @@ from .arguments import (
     PaperSeq2SeqTrainingArguments,
     RecipeArguments,
     prepare_training,
+    trainer_contract,
 )
 from .batching import TokenBudgetBatchSampler, token_budget_sampler
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
@@ -43,6 +44,7 @@ from .checkpoints import (
 )
 from .faults import FaultsCallback, Interruption, Watchdog, disk_full_error, is_disk_full
 from .logs import LossPlotCallback
+from .resume import ResumeContract, run_is_over
 from .schedules import clock_linear_schedule
 from .streaming import StreamedTokenBudgetBatches, load_stream_state, save_stream_state, streamed_batches
 
@@ -251,6 +253,18 @@ class FullWeightsCallback(TrainerCallback):
             save_model_folder(model, self.trainer.processing_class, checkpoint)
 
 
+class ResumeContractCallback(TrainerCallback):
+    """Writes the run's `ResumeContract` (what decides its batches and its model) into each checkpoint, before
+    `CompleteRecordCallback` marks it whole."""
+
+    def __init__(self, contract: ResumeContract):
+        self.contract = contract
+
+    def on_save(self, args, state, control, **kwargs):
+        if args.should_save:
+            self.contract.save(Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}")
+
+
 class CompleteRecordCallback(TrainerCallback):
     """Marks each checkpoint whole once every process has written its part and the other callbacks have
     added theirs (`checkpoints.write_complete_record`), then deletes the checkpoints beyond
@@ -282,10 +296,13 @@ def build_trainer(
 ) -> TokenBudgetSeq2SeqTrainer:
     """The Trainer the recipe trains with: model, tokenized data, token-budget batches, the task metric, the
     loss log and the time budget (restored from `resume_from_checkpoint`), ready for `train()`."""
-    tokenizer, datasets_, model = prepare_training(model_args, data_args, recipe_args, training_args)
+    contract = trainer_contract(data_args, recipe_args, training_args)
+    tokenizer, datasets_, model = prepare_training(
+        model_args, data_args, recipe_args, training_args, contract
+    )
     if training_args.metric_for_best_model == TASK_METRIC:
         training_args.metric_for_best_model = data_args.task_spec.best_metric
-    callbacks = [LossPlotCallback()]
+    callbacks = [LossPlotCallback(), ResumeContractCallback(contract)]
     budget = recipe_args.time_budget()
     if budget is not None:
         callbacks.append(TimeBudgetCallback(budget))
@@ -301,6 +318,9 @@ def build_trainer(
                 training_args.resume_from_checkpoint,
                 training_args.process_index,
                 training_args.world_size,
+                # Resumed anyway with the reading changed (--allow_changed_options): a position of another
+                # reading of the stream means nothing, and the stream starts again.
+                start_over=bool(contract.changed & {"streaming", "num_processes"}),
             )
     trainer = TokenBudgetSeq2SeqTrainer(
         model=model,
@@ -371,19 +391,6 @@ def run_training(
     finally:
         watchdog.stop()
         interruption.restore()
-
-
-def run_is_over(checkpoint: str, training_args, recipe_args: RecipeArguments) -> bool:
-    """Whether `checkpoint` is the end of its run: at `max_steps`, or with its time budget spent (a run killed
-    while it wrote its final folder)."""
-    step = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text(encoding="utf-8"))["global_step"]
-    if 0 < training_args.max_steps <= step:
-        return True
-    spent = Path(checkpoint) / TimeBudget.STATE_FILE
-    if recipe_args.max_train_minutes is None or not spent.is_file():
-        return False
-    elapsed = json.loads(spent.read_text(encoding="utf-8"))["elapsed_seconds"]
-    return elapsed >= recipe_args.max_train_minutes * 60
 
 
 def best_or_last(checkpoint: str, training_args) -> str:

@@ -11,7 +11,9 @@ docs/compatibility.md.
 
 import dataclasses
 import functools
+import glob
 import math
+import os
 import warnings
 from collections.abc import Callable
 
@@ -435,9 +437,12 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             return super().from_pretrained(pretrained_model_name_or_path, *model_args, **kwargs)
         except SafetensorError as error:
             # safetensors' own message ("Error while deserializing header") names neither file nor remedy.
+            location = str(pretrained_model_name_or_path)
+            files = sorted(glob.glob(os.path.join(glob.escape(location), "*.safetensors")))
+            which = files[0] if len(files) == 1 else "a .safetensors file there"
             raise UnreadableWeightsError(
-                f"Could not read the weights of {pretrained_model_name_or_path!s}: a .safetensors file there "
-                f"is truncated or corrupt ({error}). Download or save the model again; nothing was loaded."
+                f"Could not read the weights of {location}: {which} is truncated or corrupt ({error}). "
+                "Download or save the model again; nothing was loaded."
             ) from error
 
     def tie_weights(self, *args, **kwargs):

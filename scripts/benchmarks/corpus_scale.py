@@ -387,11 +387,14 @@ def tokenizer_library_speed(tokenizer_dir: Path, data_dir: Path, pairs: int = 20
     """Sentences per second of the `tokenizers` library alone (`Tokenizer.encode_batch`, its own threads, one
     per core) on the first `pairs` training pairs of a prepared data set, both sides: the speed the
     tokenization stage is compared with."""
-    from datasets import load_from_disk
     from tokenizers import Tokenizer
 
+    from hf_vanilla_transformer.data.files import load_saved_dataset
+    from hf_vanilla_transformer.saving import check_files_parse
+
+    check_files_parse(tokenizer_dir)  # a tokenizer.json cut short is named
     tokenizer = Tokenizer.from_file(str(tokenizer_dir / "tokenizer.json"))
-    train = load_from_disk(str(data_dir))["train"]
+    train = load_saved_dataset(data_dir)["train"]
     rows = train.select(range(min(pairs, train.num_rows)))["translation"]
     texts = [pair[language] for pair in rows for language in ("en", "de")]
     start = time.perf_counter()

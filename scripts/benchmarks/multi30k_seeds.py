@@ -53,7 +53,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import yaml
 from datasets import load_from_disk
 
 # Run as `python scripts/benchmarks/multi30k_seeds.py`: its helpers are the `benchmarks` package in scripts/.
@@ -66,10 +65,12 @@ from benchmarks.seed_comparison import (
     plot_validation_curves,
     validation_curve,
 )
-from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.cli import load_recipe, make_parser, parse_arguments, read_recipe_file, run_script
+from hf_vanilla_transformer.data.files import load_saved_dataset
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.metrics import load_translation_metric
 from hf_vanilla_transformer.options import Options
+from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
 from hf_vanilla_transformer.training.logs import LOSS_LOG_NAME
 
 REPORT = "eval-test-beam4-lp0.6.json"
@@ -81,6 +82,10 @@ FAIRSEQ_RECIPE = "multi30k_de_en_paper.yaml"
 AVERAGED = 5
 FAIRSEQ_SAVE_UPDATES = 200
 FAIRSEQ_WARMUP = 600  # fairseq_train.sh's: checkpoints before its end are not averaged
+
+
+# The commands each run is made of, found from here: the benchmark runs from any folder.
+SCRIPTS = Path(__file__).resolve().parents[1]
 
 
 @dataclass
@@ -153,7 +158,7 @@ def train_and_score(args: SeedArguments, run_dir: Path, options: list[str], seed
             raise UsageError(
                 f"{run_dir} exists without final/: an interrupted run. Delete it to train it again."
             )
-        command = [sys.executable, "scripts/train.py", args.recipe, "--save_strategy", "no"]
+        command = [sys.executable, str(SCRIPTS / "train.py"), args.recipe, "--save_strategy", "no"]
         if args.max_minutes is None:
             # No clock (the run ends at max_steps), validation loss without generation.
             command += ["--max_steps", str(args.max_steps), "--max_train_minutes", "100000"]
@@ -167,7 +172,7 @@ def train_and_score(args: SeedArguments, run_dir: Path, options: list[str], seed
         run_dir.mkdir(parents=True)
         run_logged(command, run_dir / "train.log", env)
     if not (run_dir / "final" / REPORT).is_file():
-        command = [sys.executable, "scripts/evaluate_model.py", "--model", str(run_dir / "final")]
+        command = [sys.executable, str(SCRIPTS / "evaluate_model.py"), "--model", str(run_dir / "final")]
         command += [
             "--task",
             "translation",
@@ -186,7 +191,7 @@ def prepare_fairseq(args: SeedArguments, output: Path) -> Path:
     """fairseq's environment and our pieces binarised for it, validation cut as the recipe cuts ours."""
     data = output / "fairseq-data"
     if not (data / "data-bin").is_dir():
-        valid_examples = yaml.safe_load(Path(args.recipe).read_text()).get("max_eval_examples") or 0
+        valid_examples = read_recipe_file(args.recipe).get("max_eval_examples") or 0
         command = ["bash", "scripts/benchmarks/fairseq_prepare.sh", str(data), str(valid_examples)]
         output.mkdir(parents=True, exist_ok=True)
         run_logged(command, output / "fairseq-prepare.log", dict(os.environ))
@@ -331,6 +336,9 @@ def main() -> None:
     (args,) = parse_arguments(SeedArguments, description=__doc__)
     arms = parse_arms(args.arm)
     names = check_arm_names(args, arms)
+    # What every run reads, read here first: a fault is named once, not by each run's log.
+    load_recipe(args.recipe, make_parser(*TRAINING_ARGUMENTS, args=[]))  # as train.py reads it
+    load_saved_dataset(args.dataset)
     output = Path(args.output_dir)
     run_all(args, arms, names, output)
 

@@ -17,10 +17,11 @@ from pathlib import Path
 from hf_vanilla_transformer.errors import MissingPathError, UsageError
 from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model
 from hf_vanilla_transformer.extras import require
+from hf_vanilla_transformer.readers import read_json
 from hf_vanilla_transformer.tasks import DatasetArguments
 from hf_vanilla_transformer.training.averaging import average_checkpoints
 from hf_vanilla_transformer.training.budget import TimeBudget
-from hf_vanilla_transformer.training.checkpoints import complete_checkpoints
+from hf_vanilla_transformer.training.checkpoints import complete_checkpoints, not_whole
 
 
 def checkpoints_with_minutes(run_dir: str | Path) -> list[tuple[Path, float]]:
@@ -30,7 +31,8 @@ def checkpoints_with_minutes(run_dir: str | Path) -> list[tuple[Path, float]]:
     checkpoints = complete_checkpoints(run_dir, unrecorded=True)
     if not checkpoints:
         raise MissingPathError(
-            f"No whole checkpoint-<step> folders in {run_dir}: is it a training run's output_dir?"
+            f"No whole checkpoint-<step> folders in {run_dir}{not_whole(run_dir)}: is it a training run's "
+            "output_dir?"
         )
     points = []
     for checkpoint in checkpoints:
@@ -113,9 +115,9 @@ def _score(checkpoints, index, eval_args, data_args, last, report_dir: Path) -> 
 
 def load_curve(path: str | Path) -> dict:
     """A curve.json written by `scripts/quality_curve.py`: `{"label", "metric", "split", "points"}`."""
-    if not Path(path).is_file():
+    if not Path(path).exists():
         raise MissingPathError(f"No curve at {path}: give a curve.json of scripts/quality_curve.py.")
-    curve = json.loads(Path(path).read_text(encoding="utf-8"))
+    curve = read_json(path, "Score that run again with scripts/quality_curve.py", "curve file")
     if not isinstance(curve, dict) or not {"label", "metric", "points"} <= curve.keys():
         raise UsageError(
             f"{path} is not a curve.json of scripts/quality_curve.py (an object with label, metric and "

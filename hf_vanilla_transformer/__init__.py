@@ -41,7 +41,7 @@ def _task_input_rules(task: str | None) -> tuple:
 
 pipeline_seq2seq.INPUT_RULES = _task_input_rules  # the registry's tasks say how their models take inputs
 
-__version__ = "0.5.0"
+__version__ = "0.6.0"
 
 __all__ = [
     "PIPELINE_TASK",

@@ -97,6 +97,9 @@ class Command:
     writes: dict[str, str] = field(default_factory=dict)
     kinds: dict[str, str] = field(default_factory=dict)
     name: str = ""
+    # A command whose success runs training in processes of its own (minutes, not a step in this one): its
+    # documented successes are `slow` cases; its refusals stay in the default suite.
+    trains: bool = False
 
     def __post_init__(self):
         self.name = self.name or self.script

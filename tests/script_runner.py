@@ -5,8 +5,8 @@ A script runs in the test's own process, as transformers' example tests run thei
 executed with its `sys.argv`, working directory and added environment; what it prints, logs and warns is
 captured as its stdout and stderr; its exit status comes from `SystemExit`, and an uncaught exception prints
 its traceback and gives status 1, as in a fresh interpreter. What the script changes in the process is put
-back afterwards: the working directory, the environment, logging's handlers and levels, the warning filters,
-torch's thread count.
+back afterwards: the working directory, the environment, the task registry, logging's handlers and levels,
+the warning filters, torch's thread count.
 
 What cannot be seen in-process is what happens while the libraries are imported (they are imported already),
 environment variables read only then, and code that must run where this package cannot be imported: those
@@ -29,6 +29,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from hf_vanilla_transformer.tasks import registry
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
@@ -47,7 +49,8 @@ def _show_warning(message, category, filename, lineno, file=None, line=None):
 @contextlib.contextmanager
 def _as_a_fresh_process(cwd: Path, env: dict[str, str], stdout: io.StringIO, stderr: io.StringIO):
     """What the script sees and changes, set with pytest's `MonkeyPatch` and undone by it: the working
-    directory, the variables given, `sys.argv` and `sys.path`, logging, the warning filters; what the script
+    directory, the variables given, `sys.argv` and `sys.path`, the task registry, logging, the warning
+    filters; what the script
     sets in the environment itself and torch's thread count are put back here."""
     saved_environ, saved_threads = dict(os.environ), torch.get_num_threads()
     loggers = [
@@ -64,6 +67,11 @@ def _as_a_fresh_process(cwd: Path, env: dict[str, str], stdout: io.StringIO, std
             patch.setenv(key, value)
         patch.setattr(sys, "argv", list(sys.argv))
         patch.setattr(sys, "path", list(sys.path))
+        # The tasks a fresh process knows: the installed ones, and those the test itself imported; a task file
+        # the script imports is forgotten with it.
+        for name in ("_TASKS", "_FILES", "_BROKEN"):
+            patch.setattr(registry, name, dict(getattr(registry, name)))
+        patch.setattr(registry, "_entry_points_read", registry._entry_points_read)
         if THREADS in env:
             torch.set_num_threads(int(env[THREADS]))
         # Logging as a fresh interpreter has it: no root handler (the script's basicConfig takes effect), and

@@ -548,6 +548,7 @@ COMMANDS += [
         ],  # fmt: skip
         reads=lambda w: {"recipe": w["recipe"], "dataset": w["data"]},
         writes={"output_dir": "seeds"},
+        trains=True,
     ),
     *(
         fm.Command(
@@ -579,8 +580,12 @@ def input_cases() -> list:
         for option in _reads_options(command):
             kind = command.kind(option)
             faults = fm.FILE_FAULTS if kind.endswith("file") else fm.folder_faults(kind)
-            cases += [pytest.param(command, option, fault, id=f"{command.name}-{option}-{fault}")
-                      for fault in faults]  # fmt: skip
+            for fault in faults:
+                slow = command.trains and (option, fault) in fm.DOCUMENTED_SUCCESSES
+                marks = [pytest.mark.slow] if slow else []
+                cases.append(
+                    pytest.param(command, option, fault, marks=marks, id=f"{command.name}-{option}-{fault}")
+                )
     return cases
 
 

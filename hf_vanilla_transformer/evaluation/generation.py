@@ -23,6 +23,7 @@ from transformers import AutoConfig, GenerationConfig, LogitsProcessor, LogitsPr
 
 from ..errors import ExistingPathError, UsageError
 from ..options import Options
+from ..outputs import check_writable
 from ..saving import check_model_location, check_model_task, load_model_folder, model_task
 from ..sentences import sentence_rules, split_document, translate_documents
 from ..tasks import DatasetArguments, Task, load_split_texts
@@ -154,19 +155,13 @@ def check_report_path(path: Path, overwrite: bool) -> None:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Refuse an output file that cannot be written where it is asked for: a folder, or under a file (its
-    parent, or a parent of that, is a file), naming `option` and the file in the way."""
+    """Refuse an output file that cannot be written where it is asked for, for library callers (the scripts'
+    parse checks the same): a folder, or a path under a file or in a folder that cannot be written into
+    (`outputs.check_writable`)."""
     path = Path(path)
     if path.is_dir():
         raise UsageError(f"{option} {path} is a folder: give a file to write to.")
-    for parent in path.parents:
-        if parent.exists():
-            if not parent.is_dir():
-                raise UsageError(
-                    f"{option} {path} cannot be written: {parent} is a file, not a folder. Give another "
-                    f"{option}."
-                )
-            return
+    check_writable(path, option)
 
 
 def check_length_options(options: dict[str, int | None], limit: int | None, model: str) -> None:

@@ -563,7 +563,8 @@ def set_up_training(
     if before_reading_data is not None:
         before_reading_data(config)
     if contract is not None:
-        contract.describe(model_args, data_args, tokenizer, config)
+        overrides = load_config_overrides(model_args.config_overrides)
+        contract.describe(model_args, data_args, tokenizer, config, overrides)
         if checkpoint:
             contract.check(checkpoint)
     if checkpoint:

@@ -36,7 +36,7 @@ import torch
 
 from ..errors import CorruptFileError, UsageError
 from .budget import TimeBudget
-from .checkpoints import COMPLETE_NAME, step_of
+from .checkpoints import COMPLETE_NAME, UNFINISHED_SUFFIX, step_of
 
 logger = logging.getLogger(__name__)
 
@@ -140,8 +140,9 @@ class ResumeContract:
         self.changed: set[str] = set()  # what changed, by --allow_changed_options
         self._data_options: set[str] = set(DATA_OPTIONS)
 
-    def describe(self, model_args, data_args, tokenizer, config) -> None:
-        """Record what decides the batches and the model, but the training pairs (`describe_data`)."""
+    def describe(self, model_args, data_args, tokenizer, config, config_overrides: dict) -> None:
+        """Record what decides the batches and the model, but the training pairs (`describe_data`);
+        `config_overrides` is `model_args.config_overrides` read (a file's, or inline JSON's)."""
         task_options = data_args.options_record()
         self._data_options |= {TOKENIZER, *task_options}
         checked, restored = self.run_options()
@@ -155,10 +156,8 @@ class ResumeContract:
             **checked,
         }
         if not model_args.model:  # a trained --model decides the configuration alone
-            from .arguments import load_config_overrides
-
             options["preset"] = model_args.preset
-            options["config_overrides"] = load_config_overrides(model_args.config_overrides)
+            options["config_overrides"] = config_overrides
         self.record = {
             "format": FORMAT,
             "options": plain(options),
@@ -377,8 +376,6 @@ def final_is_current(final: Path, checkpoint: str | Path) -> bool:
     """Whether `final` is the final folder saved from the end of the run `checkpoint` ends: whole (no
     `final.unfinished` beside it: a save cut short) and saved after the checkpoint was (a final folder from
     before the run was trained further is not)."""
-    from .checkpoints import UNFINISHED_SUFFIX
-
     written = final / "config.json"
     if not written.is_file() or final.with_name(final.name + UNFINISHED_SUFFIX).exists():
         return False

@@ -211,15 +211,19 @@ def check_option_spellings(dataclass_types: Sequence[type], task_options: type |
     for dtype in [*dataclass_types, *([task_options] if task_options is not None else [])]:
         for field in dataclasses.fields(dtype):
             if field.init and taken.setdefault(field.name, dtype) is not dtype:
-                raise UsageError(
-                    f"Option --{field.name} of {dtype.__qualname__} is also one of "
-                    f"{taken[field.name].__qualname__}: rename it in the task's options."
-                )
+                raise spelt_twice(field.name, dtype.__qualname__, taken[field.name].__qualname__)
+
+
+def spelt_twice(name: str, owner: str, other: str) -> UsageError:
+    """The refusal of an option `name` of the dataclass `owner` that `other` has too."""
+    return UsageError(f"Option --{name} of {owner} is also one of {other}: rename it in the task's options.")
 
 
 def _task_options_help(name: str, options_type: type) -> str:
     """`--help`'s section of a task's options."""
     parser = make_parser(options_type, args=[])
+    # argparse's formatter, private but stable since Python 3.2: the one way to render a group of options in
+    # the parser's own format (tests/test_script_help.py renders every script's help).
     formatter = parser._get_formatter()
     formatter.start_section(f"options of task {name} (with that task only)")
     formatter.add_arguments(
@@ -319,10 +323,7 @@ def parse_task_options(task, strings: list[str], defaults: dict, script_options:
     own = option_strings(parser) if parser is not None else set()
     for name in script_options:
         if parser is not None and f"--{name}" in own:
-            raise UsageError(
-                f"Option --{name} of {task.options.__qualname__} is also one of {script_options[name]}: "
-                "rename it in the task's options."
-            )
+            raise spelt_twice(name, task.options.__qualname__, script_options[name])
     given = [item.split("=", 1)[0][2:].replace("-", "_") for item in strings if item.startswith("--")]
     for name in [*given, *defaults]:
         if f"--{name}" not in own:

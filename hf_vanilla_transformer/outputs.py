@@ -57,8 +57,17 @@ def local_paths(value) -> list[Path]:
     anything else that is not on disk, names none."""
     values = value if isinstance(value, list | tuple) else [value]
     return [
-        Path(item) for item in values if isinstance(item, str | Path) and str(item) and Path(item).exists()
+        Path(item) for item in values if isinstance(item, str | Path) and str(item) and exists_on_disk(item)
     ]
+
+
+def exists_on_disk(value: str | Path) -> bool:
+    """`Path.exists`, False for a value no file can be named by (inline JSON longer than a file name may be,
+    which the system refuses to look up)."""
+    try:
+        return Path(value).exists()
+    except OSError:
+        return False
 
 
 def check_not_an_input(

@@ -33,7 +33,7 @@ from hf_vanilla_transformer.training import (
     RunFinished,
     checkpoint_problem,
     end_process,
-    leave_launched_process,
+    leave_finished_run,
     run_training,
 )
 from hf_vanilla_transformer.training.faults import stopped_message
@@ -48,11 +48,7 @@ def main() -> None:
     try:
         trainer, final = run_training(model_args, data_args, recipe_args, training_args)
     except RunFinished as finished:
-        # A finished run resumed (a requeued job): nothing to do, and nothing done. Exit 0: the job succeeded.
-        if training_args.process_index == 0:
-            print(finished)
-        if training_args.world_size > 1:
-            leave_launched_process(0)
+        leave_finished_run(finished, training_args.process_index == 0, training_args.world_size)
         return
     status = 0 if final is not None else trainer.interruption.exit_status
     if trainer.is_world_process_zero():

@@ -52,6 +52,7 @@ from hf_vanilla_transformer.training import (
     Interruption,
     LossLog,
     ModelArguments,
+    leave_finished_run,
     leave_launched_process,
     paper_peak_learning_rate,
     set_up_training,
@@ -359,12 +360,8 @@ def main() -> None:
             model_args, data_args, args, args.overwrite, state, checkpoint_prefix=STATE_PREFIX[:-1],
             contract=contract, finished=finished,
         )  # fmt: skip
-    except RunFinished as message:
-        # A finished run resumed (a requeued job): nothing to do, and nothing done; exit 0.
-        if state.is_main_process:
-            print(message)
-        if state.num_processes > 1:
-            leave_launched_process(0)
+    except RunFinished as finished:
+        leave_finished_run(finished, state.is_main_process, state.num_processes)
         return
     final = train_loop(model, tokenizer, datasets_["train"], args, batching, interruption, contract)
     status = interruption.exit_status if interruption.stopped else 0

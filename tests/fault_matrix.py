@@ -208,9 +208,9 @@ def make_fault(valid: Path, fault: str, where: Path) -> tuple[Path, list[Path]]:
         elif fault == "gzip cut short":
             packed = gzip.compress(data * 20, mtime=0)
             target.write_bytes(packed[: len(packed) // 2])
-        elif fault == "cut short":
-            target.write_bytes(data)
-            cut_short(target)
+        elif fault == "cut short":  # at a line's end: cut inside a line is a format's own case
+            lines = data.splitlines(keepends=True)
+            target.write_bytes(b"".join(lines[: len(lines) // 2]))
         else:
             raise ValueError(fault)
         return target, [target]
@@ -251,9 +251,13 @@ def unwritable_folder(where: Path) -> Path:
 
 
 def names_a_file(line: str, paths: list[Path]) -> bool:
-    """Whether an error line names one of `paths` (as given, or by its name inside its folder)."""
+    """Whether an error line names one of `paths`: as given, or by its name beside its folder's
+    (`final/config.json`, `.../checkpoint-1 cannot be resumed from: its checkpoint_complete.json ...`)."""
     return any(
-        str(path) in line or f"{path.parent.name}/{path.name}" in line or path.name in line for path in paths
+        str(path) in line
+        or f"{path.parent.name}/{path.name}" in line
+        or ((f"{path.parent.name}: " in line or str(path.parent) in line) and path.name in line)
+        for path in paths
     )
 
 

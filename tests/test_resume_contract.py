@@ -340,7 +340,7 @@ def test_a_checkpoint_of_an_earlier_version_resumes_as_before_saying_it_is_unche
     result = _train(translation_data, out, "--resume_from_checkpoint", "true", "--max_tokens", "300")
     assert result.returncode == 0, result.stderr[-3000:]
     assert f"{out / 'checkpoint-4'} holds no {CONTRACT_NAME} (saved by an earlier version)" in result.stderr
-    assert "cannot be checked; resuming as before" in result.stderr
+    assert "cannot be checked; resuming unchecked" in result.stderr
     assert (out / "final" / "config.json").is_file()
 
 
@@ -384,3 +384,27 @@ def test_the_plain_loop_records_refuses_and_leaves_a_finished_run_alone(translat
     again = [*options, "--max_steps", "4", "--max_tokens", "300", "--resume_from_checkpoint", "true"]
     line = _refusal(run_script_file("train_accelerate.py", *again, cwd=tmp_path))
     assert line.startswith(f"error: --max_tokens was 200 in {state}, now 300: a resume with it changed"), line
+
+
+@pytest.mark.parametrize(
+    ("max_steps", "epochs_ended", "ended_by"),
+    [(10, False, "--max_steps"), (-1, True, "--num_train_epochs"), (-1, False, "--max_train_minutes")],
+)
+def test_a_finished_run_is_told_the_option_that_trains_it_further(
+    tmp_path, max_steps, epochs_ended, ended_by
+):
+    """What ended the run is what it is told to raise: its steps, its epochs, or (neither run out) its time
+    budget; an epoch-counted run stopped by the clock is not told to raise its epochs."""
+    from types import SimpleNamespace
+
+    from hf_vanilla_transformer.training.resume import how_it_ended, run_is_over
+
+    checkpoint = tmp_path / "checkpoint-10"
+    checkpoint.mkdir()
+    state = {"global_step": 10, "max_steps": 10 if epochs_ended else 40, "num_train_epochs": 3}
+    (checkpoint / "trainer_state.json").write_text(json.dumps(state))
+    (checkpoint / "time_budget.json").write_text(json.dumps({"elapsed_seconds": 120.0}))
+    training_args = SimpleNamespace(max_steps=max_steps, num_train_epochs=3)
+    recipe_args = SimpleNamespace(max_train_minutes=2)
+    assert run_is_over(checkpoint, training_args, recipe_args)
+    assert f"raise {ended_by} above" in how_it_ended(checkpoint, training_args, recipe_args)[1]

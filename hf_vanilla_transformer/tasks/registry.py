@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib.util
+import inspect
 import os
 import re
 import sys
@@ -51,9 +52,9 @@ _registering: list[str] | None = None  # the names a task file being imported re
 
 
 def register_task(cls: type[Task]) -> type[Task]:
-    """Class decorator: add the task to the registry under `cls.name`. A class of the same name and qualified
-    name as a task registered already is that task (an installed package's file imported by its path): the
-    first stays."""
+    """Class decorator: add the task to the registry under `cls.name`. A class of the same name, qualified
+    name and source file as a task registered already is that task (an installed package's file imported by
+    its path): the first stays. A copy of it in another file is another task of the same name, refused."""
     name = getattr(cls, "name", None)
     if not isinstance(name, str) or not NAME_PATTERN.fullmatch(name):
         raise UsageError(
@@ -61,7 +62,9 @@ def register_task(cls: type[Task]) -> type[Task]:
             "digits and underscores, starting with a letter."
         )
     known = _TASKS.get(name)
-    if known is not None and type(known).__qualname__ != cls.__qualname__:
+    if known is not None and (
+        type(known).__qualname__ != cls.__qualname__ or _source_of(type(known)) != _source_of(cls)
+    ):
         raise UsageError(
             f"Two tasks are named {name!r}: {type(known).__module__}.{type(known).__qualname__} and "
             f"{cls.__module__}.{cls.__qualname__}; rename one."
@@ -122,6 +125,14 @@ def defined_in(cls: type) -> str:
     """Where a task class is defined, as a message names it: its file, else its module."""
     file = getattr(sys.modules.get(cls.__module__), "__file__", None)
     return _shown(file) if file else cls.__module__
+
+
+def _source_of(cls: type) -> Path | None:
+    """The file that defines `cls`, resolved (None where none can be found)."""
+    try:
+        return Path(inspect.getsourcefile(cls)).resolve()
+    except (TypeError, OSError):
+        return None
 
 
 def _read_entry_points() -> None:
@@ -202,11 +213,18 @@ def task_file_error(error: BaseException, files: dict[str, str] | None = None) -
         files = {str(resolved): _shown(resolved) for resolved in _FILES}
     if isinstance(error, SyntaxError) and error.filename in files:
         return UsageError(f"{files[error.filename]}:{error.lineno}: {type(error).__name__}: {error.msg}")
-    frames = [frame for frame in traceback.extract_tb(error.__traceback__) if frame.filename in files]
-    if not frames:
+    stack = traceback.extract_tb(error.__traceback__)
+    in_file = [index for index, frame in enumerate(stack) if frame.filename in files]
+    if not in_file:
         return None
+    # Raised in this package's code that the task file called (its `super().load_raw()`, say): maybe a bug
+    # of the package's, which keeps its traceback. Raised in the file, or in a library it called: the file's.
+    package = str(Path(__file__).resolve().parents[1])
+    if any(frame.filename.startswith(package) for frame in stack[in_file[-1] + 1 :]):
+        return None
+    last = stack[in_file[-1]]
     what = f"{type(error).__name__}: {error}" if str(error) else type(error).__name__
-    return UsageError(f"{files[frames[-1].filename]}:{frames[-1].lineno}: {what}")
+    return UsageError(f"{files[last.filename]}:{last.lineno}: {what}")
 
 
 def get_task(name: str) -> Task:

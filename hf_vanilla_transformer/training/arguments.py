@@ -31,7 +31,7 @@ from ..configuration_vanilla_transformer import PRESETS, VanillaTransformerConfi
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..options import Options
-from ..outputs import check_not_a_file
+from ..outputs import check_not_a_file, exists_on_disk
 from ..readers import read_json
 from ..saving import check_model_for_task, check_model_location, check_tokenizer_location
 from ..tasks import DataArguments, prepare_dataset
@@ -319,7 +319,7 @@ def load_config_overrides(value: dict | str | None) -> dict:
         return {}
     if isinstance(value, dict):
         return dict(value)
-    if Path(value).exists():
+    if exists_on_disk(value):
         overrides = read_json(value, "Write the file again", "--config_overrides file")
     else:
         try:
@@ -558,7 +558,8 @@ def set_up_training(
         run.resume_from_checkpoint, run.output_dir, checkpoint_prefix
     )
     past_final = bool(checkpoint) and say_if_finished(run.output_dir, checkpoint, finished)
-    # The last check: with --overwrite it deletes the earlier run, which a refusal above must leave whole.
+    # After every refusal that can come without a checkpoint: with --overwrite it deletes the earlier run,
+    # which such a refusal must leave whole. The checks below need a checkpoint, and then nothing is deleted.
     prepare_output_dir(run.output_dir, bool(checkpoint), overwrite)
     if before_reading_data is not None:
         before_reading_data(config)

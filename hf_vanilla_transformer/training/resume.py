@@ -9,7 +9,7 @@ would go on with other batches or another model: it is refused in one line that 
 values, before any data is read where that is possible; `--allow_changed_options NAME ...` (or `all`) goes
 on anyway, and the log names each change. Options a checkpoint restores whatever is given (the optimizer's
 settings) are not refused: a change is said to have no effect. A checkpoint of an earlier version, which
-holds no record, is resumed as before, with a line saying it could not be checked.
+holds no record, is resumed unchecked, with a line saying so.
 
 Why the training pairs are identified by the lengths of their sides and the sums of their token ids rather
 than by `datasets`' fingerprint: a fingerprint is random for data built in memory (text files a task reads),
@@ -184,7 +184,7 @@ class ResumeContract:
         if not path.is_file():
             logger.warning(
                 "%s holds no %s (saved by an earlier version): whether the batches and the model are the "
-                "ones it trained with cannot be checked; resuming as before.",
+                "ones it trained with cannot be checked; resuming unchecked.",
                 checkpoint,
                 CONTRACT_NAME,
             )
@@ -219,7 +219,12 @@ class ResumeContract:
         # A changed preset, override or tokenizer is named as such; a configuration changed otherwise (a
         # --model folder, the preset's definition) is named by its fields.
         if not names & {"preset", "config_overrides", TOKENIZER} and then.get(MODEL_CONFIG) is not None:
-            fields = _differing(then[MODEL_CONFIG], now[MODEL_CONFIG])
+            # Fields both records hold: a transformers release that adds or drops a field of every config
+            # (the model's own are checked in both) does not make a requeued job's resume inexact.
+            both = then[MODEL_CONFIG].keys() & now[MODEL_CONFIG].keys()
+            fields = _differing(
+                {key: then[MODEL_CONFIG][key] for key in both}, {key: now[MODEL_CONFIG][key] for key in both}
+            )
             if fields:
                 changes.append(
                     (
@@ -365,9 +370,12 @@ def how_it_ended(checkpoint: str | Path, training_args, recipe_args) -> tuple[st
     step = step_of(Path(checkpoint))
     if 0 < training_args.max_steps <= step:
         return f"step {step} of --max_steps {training_args.max_steps}", f"raise --max_steps above {step}"
-    if training_args.max_steps <= 0:
+    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    epochs_ended = 0 < state.get("max_steps", 0) <= step
+    if training_args.max_steps <= 0 and epochs_ended or recipe_args.max_train_minutes is None:
         epochs = f"{training_args.num_train_epochs:g}"
         return f"the end of its {epochs} epochs", f"raise --num_train_epochs above {epochs}"
+    # Neither its steps nor its epochs ran out: its time budget did.
     minutes = f"{recipe_args.max_train_minutes:g}"
     return f"its {minutes}-minute time budget spent", f"raise --max_train_minutes above {minutes}"
 

@@ -430,6 +430,15 @@ def end_process(accelerator: Accelerator, status: int = 0) -> None:
         raise SystemExit(status)
 
 
+def leave_finished_run(finished: Exception, main_process: bool, num_processes: int) -> None:
+    """The end of a script that resumed a finished run (`RunFinished`: a requeued job): the main process says
+    so, and every process ends with status 0, since nothing was left to do and nothing was done."""
+    if main_process:
+        print(finished)
+    if num_processes > 1:
+        leave_launched_process(0)
+
+
 def leave_launched_process(status: int = 0) -> None:
     """End one process of a several-process launch, its work done: run the exit handlers, flush, and end
     without the interpreter's finalization, in which gloo's threads can abort a finished process

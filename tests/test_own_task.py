@@ -4,6 +4,7 @@ Hub folder. And the registry that lets it: a task file or an installed package's
 saved model records, and a model whose task is not installed here loading as plain text to text."""
 
 import json
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -418,6 +419,13 @@ def test_a_task_installed_and_named_by_its_file_is_one_task(tmp_path, install):
     (dates,) = parse_dataclasses(make_parser(DataArguments, args=args), args)
     assert dates.task == "dates" and dates.task_spec is installed and dates.options.train_size == 3
     assert registry.registered_tasks()["dates"] is installed
+    # A copy of the installed file elsewhere, edited or not, is another task of the same name: its code
+    # would otherwise never run, without a word.
+    copy = tmp_path / "copy"
+    copy.mkdir()
+    shutil.copy(tmp_path / "their_dates.py", copy / "their_dates.py")
+    with pytest.raises(UsageError, match="Two tasks are named 'dates'"):
+        load_task_file(copy / "their_dates.py")
 
 
 def test_a_task_option_spelt_like_a_scripts_own_is_refused_for_an_installed_task(tmp_path, install):

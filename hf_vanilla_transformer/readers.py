@@ -3,7 +3,8 @@
 one line naming the file and the fix, what would otherwise end in a library's traceback or, worse, in output
 made of the wrong bytes: a path that is not there, a folder where a file is wanted, text that is not UTF-8
 (its line and byte offset), a compression it cannot read, a file cut short (a gzip stream without its end,
-JSON that stops half way).
+JSON that stops half way). It also tells a local path from a Hub id (`is_local_path`) and finds the entry a
+mistyped path meant (`nearest_sibling`).
 
 Compression is told by a file's first bytes, not its name: gzip (the package's own corpora are `.gz`), bzip2
 and xz are read as the text they hold; a zip archive or a zstd file is refused, naming what it is.
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import bz2
 import codecs
+import difflib
 import gzip
 import json
 import lzma
@@ -229,3 +231,28 @@ __all__ = [
     "read_json",
     "read_text",
 ]
+
+
+def is_local_path(name_or_path: str | Path) -> bool:
+    """Whether a name can only mean a local path, not a Hub repository id (`name` or `owner/name`): it
+    exists, starts with `.`, `/` or `~`, has more than one `/`, or its first component is a folder here (a
+    mistyped `model_cards/<name>` is a missing folder, not a Hub repository)."""
+    name = str(name_or_path)
+    first = Path(name).parts[0] if Path(name).parts else ""
+    return (
+        Path(name).exists()
+        or name.startswith((".", "/", "~"))
+        or name.count("/") > 1
+        or ("/" in name and Path(first).is_dir())
+    )
+
+
+def nearest_sibling(path: str | Path) -> Path | None:
+    """The existing entry beside a missing `path` whose name is closest to its name, if any is close."""
+    path = Path(path).expanduser()
+    parent = path.parent if str(path.parent) else Path(".")
+    if not parent.is_dir():
+        return None
+    names = [entry.name for entry in parent.iterdir()]
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.7)
+    return parent / close[0] if close else None

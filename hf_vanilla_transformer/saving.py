@@ -1,16 +1,12 @@
 """Model folders on disk: find and load one (`load_model_folder`, with errors that name a missing folder
 instead of a Hub error about repository names, and a file of it cut short or unreadable: its JSON files,
 through `readers.read_json`, and its weights, `load_model`), write a self-contained one (what
-`from_pretrained`, `pipeline()` and Hub users need), and bring the code files of an existing folder or Hub
-repository up to date."""
+`from_pretrained`, `pipeline()` and Hub users need). Bringing an existing folder up to date is
+`interop.updates`'."""
 
-import difflib
-import filecmp
 import json
 import re
-import shutil
 import socket
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from urllib.parse import urlparse
@@ -26,10 +22,10 @@ from transformers import (
 )
 
 from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq, sentences
-from .configuration_vanilla_transformer import VanillaTransformerConfig, check_languages
+from ._moved import moved_name
 from .errors import CorruptFileError, MissingPathError, OfflineError, UsageError
 from .pipeline_seq2seq import TASK_NAME
-from .readers import read_json
+from .readers import is_local_path, nearest_sibling, read_json
 
 # The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
 CODE_FILES = {
@@ -41,31 +37,6 @@ CODE_FILES = {
         sentences,
     )
 }
-
-
-def is_local_path(name_or_path: str | Path) -> bool:
-    """Whether a name can only mean a local path, not a Hub repository id (`name` or `owner/name`): it
-    exists, starts with `.`, `/` or `~`, has more than one `/`, or its first component is a folder here (a
-    mistyped `model_cards/<name>` is a missing folder, not a Hub repository)."""
-    name = str(name_or_path)
-    first = Path(name).parts[0] if Path(name).parts else ""
-    return (
-        Path(name).exists()
-        or name.startswith((".", "/", "~"))
-        or name.count("/") > 1
-        or ("/" in name and Path(first).is_dir())
-    )
-
-
-def nearest_sibling(path: str | Path) -> Path | None:
-    """The existing entry beside a missing `path` whose name is closest to its name, if any is close."""
-    path = Path(path).expanduser()
-    parent = path.parent if str(path.parent) else Path(".")
-    if not parent.is_dir():
-        return None
-    names = [entry.name for entry in parent.iterdir()]
-    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.7)
-    return parent / close[0] if close else None
 
 
 # The JSON files `from_pretrained` reads from a saved folder, where there: a model's, then a tokenizer's.
@@ -92,10 +63,10 @@ def check_files_parse(name_or_path: str | Path, names: Sequence[str] = MODEL_FIL
     for name in names:
         if (folder / name).is_file():
             # Not decompressed: transformers, which reads these files next, would not.
-            read_json(folder / name, _fix(folder), decompress=False)
+            read_json(folder / name, how_to_mend(folder), decompress=False)
 
 
-def _fix(folder: Path, what: str | None = None) -> str:
+def how_to_mend(folder: Path, what: str | None = None) -> str:
     """What to do about a file of `folder` (called `what`, default its path) cut short: a checkpoint's run
     resumes from the one before."""
     if CHECKPOINT_NAME.fullmatch(folder.resolve().name):
@@ -217,7 +188,7 @@ def load_model(
         # "Could not read the weights of": the model file's own words, for those who look for them.
         raise CorruptFileError(
             f"Could not read the weights of {folder}: a .safetensors file there is truncated or corrupt "
-            f"({path}: {reason}). {_fix(folder, 'the model')}; nothing was loaded."
+            f"({path}: {reason}). {how_to_mend(folder, 'the model')}; nothing was loaded."
         ) from error
     not_finite = [
         name
@@ -226,7 +197,7 @@ def load_model(
     ]
     if not_finite:
         where = _weights_named(folder) if folder.is_dir() else str(name_or_path)
-        fix = _fix(folder, "the model") if folder.is_dir() else "Download the model again"
+        fix = how_to_mend(folder, "the model") if folder.is_dir() else "Download the model again"
         names = ", ".join(not_finite[:3]) + (", ..." if len(not_finite) > 3 else "")
         raise CorruptFileError(
             f"{where} is corrupt: weights that are not numbers (NaN or infinite) in {names} (bytes damaged "
@@ -247,7 +218,7 @@ def load_model_folder(
     return load_model(name_or_path, model_class, **model_kwargs), tokenizer
 
 
-def _report_data(location: str | Path, key: str) -> dict:
+def report_data(location: str | Path, key: str) -> dict:
     """The data section of the first evaluation report (`eval-*.json`) a folder carries that names `key`, or
     `{}`: what a folder saved before its config recorded the task or languages was evaluated on."""
     for report in sorted(Path(location).glob("eval-*.json")):
@@ -266,7 +237,7 @@ def model_task(config, location: str | Path | None = None) -> str | None:
     config (or the model), read before any weights are loaded."""
     task = getattr(getattr(config, "config", config), "task", None)
     if task is None and location is not None and Path(location).is_dir():
-        task = _report_data(location, "task").get("task")
+        task = report_data(location, "task").get("task")
     return task
 
 
@@ -303,140 +274,5 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     return folder
 
 
-def _splits_sentences(task: str) -> bool:
-    from .tasks.registry import task_or_plain
-
-    return task_or_plain(task).splits_into_sentences
-
-
-def check_model_config(config: dict, where: str) -> None:
-    """Refuse a config.json that is not this package's model, before any of its files is replaced."""
-    if config.get("model_type") != VanillaTransformerConfig.model_type:
-        raise UsageError(
-            f"{where} holds a {config.get('model_type')!r} model, not a "
-            f"{VanillaTransformerConfig.model_type!r} model saved by hf-vanilla-transformer: its code files "
-            "are not this package's to replace."
-        )
-
-
-def outdated_code_files(folder: str | Path) -> list[str]:
-    """The code files of a saved folder that differ from (or are missing beside) this package's."""
-    folder = Path(folder)
-    return [
-        name
-        for name, source in CODE_FILES.items()
-        if not (folder / name).is_file() or not filecmp.cmp(source, folder / name, shallow=False)
-    ]
-
-
-GENERATION_CONFIG = "generation_config.json"
-
-
-def slim_generation_config(text: str, model_config: dict) -> str | None:
-    """A saved generation_config.json without the values `generate()` uses anyway for a field left unset, as
-    transformers v5 writes one (earlier releases spelled out every default); `None` if it holds none of
-    them. What the folder's decoding differs by (beam 4, length penalty 0.6, its `max_length`) stays, and so
-    does what v5 copies from the model's config (`model_config`, e.g. `use_cache`)."""
-    from transformers import GenerationConfig
-
-    # transformers' own table of those values; it has no public name for it.
-    defaults = GenerationConfig._get_default_generation_params()
-    saved = json.loads(text)
-    slim = {
-        key: value
-        for key, value in saved.items()
-        if not (key in defaults and defaults[key] == value and key not in model_config)
-    }
-    return None if slim == saved else json.dumps(slim, indent=2, sort_keys=True) + "\n"
-
-
-def folder_repairs(folder: Path, where: str) -> dict[str, Path | str]:
-    """What `update_model_code` writes into the saved folder `folder` (`where` names it in errors), by file
-    name: each outdated code file (the package's, as a path); config.json with the bare model in `auto_map`
-    if it lacks it (as `save_pretrained` writes it now) and, for a translation folder, the languages its
-    evaluation reports name if it records none (`langs`); generation_config.json as v5 writes one
-    (`slim_generation_config`). Other files, weights included, are never touched."""
-    config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
-    check_model_config(config, where)
-    repairs: dict[str, Path | str] = {name: CODE_FILES[name] for name in outdated_code_files(folder)}
-    repaired = dict(config)
-    auto_map = config.get("auto_map") or {}
-    if "AutoModelForSeq2SeqLM" in auto_map and "AutoModel" not in auto_map:
-        repaired["auto_map"] = {
-            **auto_map,
-            "AutoModel": "modeling_vanilla_transformer.VanillaTransformerModel",
-        }
-    task = config.get("task") or _report_data(folder, "task").get("task")
-    if repaired.get("langs") is None and task is not None and _splits_sentences(task):  # a task of texts
-        data = _report_data(folder, "source_lang")  # what the folder's config did not record yet
-        languages = [data.get("source_lang"), data.get("target_lang")]
-        try:
-            check_languages(languages)
-            repaired["langs"] = languages
-        except ValueError:  # no report names two languages: nothing to record
-            pass
-    if repaired != config:
-        repairs["config.json"] = json.dumps(repaired, indent=2, sort_keys=True) + "\n"
-    generation_file = folder / GENERATION_CONFIG
-    if generation_file.is_file():
-        slim = slim_generation_config(generation_file.read_text(encoding="utf-8"), config)
-        if slim is not None:
-            repairs[GENERATION_CONFIG] = slim
-    return repairs
-
-
-def update_model_code(folder: str | Path, dry_run: bool = False) -> list[str]:
-    """Bring a saved model folder up to date (`folder_repairs`): its code files replaced with the installed
-    package's, so that a folder saved by an earlier version loads and decodes correctly under the
-    transformers releases this version supports, and its config files written as this version writes them.
-
-    Weights and tokenizer are left as they are. Returns the names of the files replaced (or that would be,
-    with `dry_run`); an up-to-date folder returns `[]`.
-    """
-    folder = Path(folder)
-    if not folder.is_dir():
-        raise MissingPathError(f"No model folder at {folder}. Pass a folder written by `save_pretrained`.")
-    if not (folder / "config.json").is_file():
-        raise MissingPathError(f"{folder} has no config.json, so it is not a saved model folder.")
-    check_files_parse(folder, MODEL_FILES)
-    # The weights stay as they are, but a folder whose weights do not read would not load once repaired.
-    if (found := unreadable_weights(folder)) is not None:
-        path, reason = found
-        raise CorruptFileError(
-            f"{path} is truncated or corrupt: its weights do not read ({reason}). "
-            f"{_fix(folder, 'the model')}; nothing was changed."
-        )
-    repairs = folder_repairs(folder, str(folder))
-    if not dry_run:
-        for name, content in repairs.items():
-            if isinstance(content, Path):
-                shutil.copyfile(content, folder / name)
-            else:
-                (folder / name).write_text(content, encoding="utf-8")
-    return list(repairs)
-
-
-def update_hub_model_code(repo_id: str, token: str | None = None, dry_run: bool = False) -> list[str]:
-    """`update_model_code` for a Hub repository: one commit of `folder_repairs` (nothing else is uploaded).
-    Returns the names of the files the commit replaces."""
-    from huggingface_hub import CommitOperationAdd, HfApi, snapshot_download
-
-    with tempfile.TemporaryDirectory() as download:
-        snapshot_download(
-            repo_id,
-            local_dir=download,
-            allow_patterns=["config.json", GENERATION_CONFIG, *CODE_FILES],
-            token=token,
-        )
-        repairs = folder_repairs(Path(download), repo_id)
-        operations = [
-            CommitOperationAdd(name, str(content) if isinstance(content, Path) else content.encode("utf-8"))
-            for name, content in repairs.items()
-        ]
-    if operations and not dry_run:
-        HfApi(token=token).create_commit(
-            repo_id,
-            operations=operations,
-            commit_message="Update the model code to the current hf-vanilla-transformer",
-        )
-    return list(repairs)
+def __getattr__(name: str):
+    return moved_name(__name__, name)

@@ -1,6 +1,8 @@
-"""Train and load the BPE tokenizers: one for translation, one for series expansion.
+"""Train and load BPE tokenizers: the joint BPE over words that a task gets by default
+(`train_bpe_tokenizer`, translation's), and the parts a task's own tokenizer is built from (`bpe_trainer`,
+`train_bpe`, `wrap_tokenizer`; the series task's is in `tasks/series/tokenizer.py`).
 
-Both are `tokenizers` BPE models wrapped in `transformers.PreTrainedTokenizerFast` and saved with
+Each is a `tokenizers` model wrapped in `transformers.PreTrainedTokenizerFast` and saved with
 `save_pretrained`, so a plain `AutoTokenizer.from_pretrained(folder)` loads them (no custom code).
 They share four special tokens with fixed ids, which the model config relies on
 (`pad_token_id=0`, `bos_token_id=decoder_start_token_id=1`, `eos_token_id=2`):
@@ -10,7 +12,7 @@ They share four special tokens with fixed ids, which the model config relies on
     </s>  = 2   end of sequence, appended to every encoded text by the post-processor
     <unk> = 3   characters never seen in training
 
-    >>> tokenizer = train_translation_tokenizer(["train.de.gz", "train.en.gz"], vocab_size=8000)
+    >>> tokenizer = train_bpe_tokenizer(["train.de.gz", "train.en.gz"], vocab_size=8000)
     >>> batch = tokenizer("Ein Hund rennt.", text_target="A dog runs.")  # labels end with </s> too
     >>> tokenizer.decode(batch["labels"], skip_special_tokens=True)
     'A dog runs.'
@@ -26,20 +28,14 @@ import string
 from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 
-from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers.trainers import BpeTrainer
 from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
+from ._moved import moved_name
 from .errors import MissingPathError, UsageError
 from .readers import iter_text_lines
 from .saving import check_tokenizer_location
-from .series.grammar import (
-    DIGIT_SPLIT_PATTERN,
-    FUNCTIONS,
-    SPLIT_PATTERN,
-    TUTORIAL_TOKEN_PATTERN,
-    TUTORIAL_VOCABULARY,
-)
 
 logger = logging.getLogger(__name__)
 
@@ -55,12 +51,10 @@ DEFAULT_MODEL_MAX_LENGTH = 1024
 # SentencePiece's word-boundary marker: "▁Hund" is "Hund" at the start of a word.
 METASPACE = "\u2581"
 
-# Printable ASCII (letters, digits, punctuation, whitespace) is always in the series alphabet, so every
-# ASCII expression round-trips exactly, even with a character the training corpus lacked.
-SERIES_ALPHABET = tuple(string.printable)
-# Likewise for translation, minus whitespace (Metaspace turns spaces into "▁"): an ASCII letter missing
-# from a small corpus (a "Q" in Multi30k's first lines) still decodes instead of becoming <unk>.
-TRANSLATION_ALPHABET = tuple(string.ascii_letters + string.digits + string.punctuation)
+# Printable ASCII but whitespace (Metaspace turns spaces into "▁") is always in a word tokenizer's alphabet:
+# an ASCII letter missing from a small corpus (a "Q" in Multi30k's first lines) still decodes instead of
+# becoming <unk>.
+WORD_ALPHABET = tuple(string.ascii_letters + string.digits + string.punctuation)
 # With `split_punctuation`, each punctuation character is its own pre-token, keeping the "▁" of a preceding
 # space ("▁Fahrrad", "." and "▁(", "x", ")"): merges cannot glue punctuation to words, so "Fahrrad." does
 # not spend a vocabulary entry beside "Fahrrad". Standard MT pipelines split punctuation before BPE likewise
@@ -130,7 +124,7 @@ def iter_dataset_texts(dataset, columns: Sequence[str], batch_size: int = 1000) 
                     yield value
 
 
-def _check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
+def check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
     """Fail before training when `vocab_size` cannot even hold the special tokens and fixed alphabet."""
     minimum = len(SPECIAL_TOKENS) + alphabet_size + 1  # + 1: at least one merge, or BPE is pointless
     if not isinstance(vocab_size, int) or vocab_size < minimum:
@@ -141,7 +135,7 @@ def _check_vocab_size(vocab_size: int, alphabet_size: int = 0) -> None:
         )
 
 
-def _bpe_trainer(
+def bpe_trainer(
     vocab_size: int, min_frequency: int, alphabet: Sequence[str], show_progress: bool
 ) -> BpeTrainer:
     """The BPE trainer both tokenizers use: special tokens first (so position == id), the alphabet always
@@ -155,7 +149,9 @@ def _bpe_trainer(
     )
 
 
-def _train(tokenizer: Tokenizer, files_or_iterator: TextSource, trainer: BpeTrainer, vocab_size: int) -> None:
+def train_bpe(
+    tokenizer: Tokenizer, files_or_iterator: TextSource, trainer: BpeTrainer, vocab_size: int
+) -> None:
     """Train `tokenizer` in place, then check that the corpus and `vocab_size` made sense."""
     texts = iter_corpus(files_or_iterator)
     # Reading errors (a missing or non-UTF-8 file) propagate unchanged, from here or out of the Rust trainer.
@@ -176,7 +172,7 @@ def _train(tokenizer: Tokenizer, files_or_iterator: TextSource, trainer: BpeTrai
         assert tokenizer.token_to_id(token) == token_id, f"{token} got id {tokenizer.token_to_id(token)}"
 
 
-def _wrap(tokenizer: Tokenizer, model_max_length: int) -> PreTrainedTokenizerFast:
+def wrap_tokenizer(tokenizer: Tokenizer, model_max_length: int) -> PreTrainedTokenizerFast:
     """Append `</s>` to every sequence and wrap for transformers."""
     # A pair ("$A </s> $B </s>") is never fed to this model but `tokenizers` wants a template for it.
     tokenizer.post_processor = processors.TemplateProcessing(
@@ -197,7 +193,7 @@ def _wrap(tokenizer: Tokenizer, model_max_length: int) -> PreTrainedTokenizerFas
     )
 
 
-def train_translation_tokenizer(
+def train_bpe_tokenizer(
     files_or_iterator: TextSource,
     vocab_size: int = 8000,
     *,
@@ -229,7 +225,7 @@ def train_translation_tokenizer(
         show_progress: show the trainer's progress bars.
         output_dir: if given, `save_pretrained` the tokenizer there.
     """
-    _check_vocab_size(vocab_size, alphabet_size=len(TRANSLATION_ALPHABET))
+    check_vocab_size(vocab_size, alphabet_size=len(WORD_ALPHABET))
     tokenizer = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
     tokenizer.normalizer = normalizers.NFKC()
     tokenizer.pre_tokenizer = pre_tokenizers.Metaspace(replacement=METASPACE, prepend_scheme="always")
@@ -238,75 +234,9 @@ def train_translation_tokenizer(
             [tokenizer.pre_tokenizer, pre_tokenizers.Split(Regex(PUNCTUATION_PATTERN), behavior="isolated")]
         )
     tokenizer.decoder = decoders.Metaspace(replacement=METASPACE, prepend_scheme="always")
-    trainer = _bpe_trainer(vocab_size, min_frequency, TRANSLATION_ALPHABET, show_progress)
-    _train(tokenizer, files_or_iterator, trainer, vocab_size)
-    wrapped = _wrap(tokenizer, model_max_length)
-    if output_dir is not None:
-        wrapped.save_pretrained(output_dir)
-    return wrapped
-
-
-def train_series_tokenizer(
-    files_or_iterator: TextSource,
-    vocab_size: int = 1000,
-    *,
-    min_frequency: int = 2,
-    function_names: Sequence[str] = FUNCTIONS,
-    integer_digits: bool = False,
-    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH,
-    show_progress: bool = True,
-    output_dir: str | os.PathLike | None = None,
-) -> PreTrainedTokenizerFast:
-    """Train a BPE vocabulary over math expressions and their series, e.g.
-    `(exp(3*a*x) - sin(c*x)/sinh(g*x))*exp(-a*x)` -> `1 + x*(a*c/g + 2*a) + ... + O(x**6)`.
-
-    Decoding is exact: `decode(encode(s), skip_special_tokens=True) == s` for every printable-ASCII
-    string (no normaliser, and a decoder that only concatenates tokens); other characters become `<unk>`.
-    Merges stay inside the chunks of `series.grammar.SPLIT_PATTERN` (a monomial such as `*a**2*x**2`, a
-    numerator `64`, a denominator `/15`), and each of `function_names` is always a single token.
-
-    Args:
-        files_or_iterator: text files (one expression or series a line) or an iterator of strings; train on
-            inputs and targets together, since the model shares one vocabulary.
-        vocab_size: size of the vocabulary, special tokens included; more than 104 (4 special tokens +
-            100 printable ASCII characters). Around 1000 suits series of order 6.
-        min_frequency: a pair of tokens seen fewer times is never merged.
-        function_names: names that must stay whole; added as tokens if BPE did not learn them.
-        integer_digits: split integers into digits (`series.grammar.DIGIT_SPLIT_PATTERN`) instead of
-            letting BPE learn whole integers (`SPLIT_PATTERN`).
-        model_max_length, show_progress, output_dir: as in `train_translation_tokenizer`.
-    """
-    _check_vocab_size(vocab_size, alphabet_size=len(SERIES_ALPHABET))
-    tokenizer = Tokenizer(models.BPE(unk_token=UNK_TOKEN))
-    split_pattern = DIGIT_SPLIT_PATTERN if integer_digits else SPLIT_PATTERN
-    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(split_pattern), behavior="isolated")
-    tokenizer.decoder = decoders.Fuse()  # concatenate: no space is added or removed
-    trainer = _bpe_trainer(vocab_size, min_frequency, SERIES_ALPHABET, show_progress)
-    _train(tokenizer, files_or_iterator, trainer, vocab_size)
-    # Added tokens are matched (longest first, so "sinh" before "sin") before BPE runs. A name BPE already
-    # learned keeps its id; only names that were split grow the vocabulary, by at most len(function_names).
-    tokenizer.add_tokens([AddedToken(name, normalized=False, special=False) for name in function_names])
-    wrapped = _wrap(tokenizer, model_max_length)
-    if output_dir is not None:
-        wrapped.save_pretrained(output_dir)
-    return wrapped
-
-
-def tutorial_series_tokenizer(
-    model_max_length: int = DEFAULT_MODEL_MAX_LENGTH, output_dir: str | os.PathLike | None = None
-) -> PreTrainedTokenizerFast:
-    """The character-level vocabulary of Judge & Prosper's series tutorial, as a tokenizer that
-    `AutoTokenizer` loads like the trained ones: function names, symbols, single digits, operators and
-    `O(x**6)` each one token (`series.grammar.TUTORIAL_TOKEN_PATTERN`), the same special tokens and ids.
-
-    Nothing is learned, so there is nothing to train. Decoding is exact for every text of the series grammar
-    (`decode(encode(s), skip_special_tokens=True) == s`); any other character becomes `<unk>`.
-    """
-    vocab = {token: token_id for token_id, token in enumerate((*SPECIAL_TOKENS, *TUTORIAL_VOCABULARY))}
-    tokenizer = Tokenizer(models.WordLevel(vocab, unk_token=UNK_TOKEN))
-    tokenizer.pre_tokenizer = pre_tokenizers.Split(Regex(TUTORIAL_TOKEN_PATTERN), behavior="isolated")
-    tokenizer.decoder = decoders.Fuse()  # concatenate: the spaces live inside the " + " and " - " tokens
-    wrapped = _wrap(tokenizer, model_max_length)
+    trainer = bpe_trainer(vocab_size, min_frequency, WORD_ALPHABET, show_progress)
+    train_bpe(tokenizer, files_or_iterator, trainer, vocab_size)
+    wrapped = wrap_tokenizer(tokenizer, model_max_length)
     if output_dir is not None:
         wrapped.save_pretrained(output_dir)
     return wrapped
@@ -326,8 +256,8 @@ def load_tokenizer(
     if found != expected:
         raise UsageError(
             f"Tokenizer '{name_or_path}' has special-token ids {found}, but the model config expects "
-            f"{expected}. Retrain it with `train_translation_tokenizer`/`train_series_tokenizer`, or set the "
-            "config's pad/bos/eos/decoder_start token ids to match."
+            f"{expected}. Retrain it with scripts/train_tokenizer.py, or set the config's "
+            "pad/bos/eos/decoder_start token ids to match."
         )
     return tokenizer
 
@@ -366,16 +296,21 @@ __all__ = [
     "PAD_TOKEN",
     "PAD_TOKEN_ID",
     "PUNCTUATION_PATTERN",
-    "SERIES_ALPHABET",
     "SPECIAL_TOKENS",
-    "TRANSLATION_ALPHABET",
+    "WORD_ALPHABET",
     "UNK_TOKEN",
     "UNK_TOKEN_ID",
     "iter_corpus",
     "iter_dataset_texts",
     "load_tokenizer",
     "sequence_length_report",
-    "train_series_tokenizer",
-    "train_translation_tokenizer",
-    "tutorial_series_tokenizer",
+    "bpe_trainer",
+    "check_vocab_size",
+    "train_bpe",
+    "train_bpe_tokenizer",
+    "wrap_tokenizer",
 ]
+
+
+def __getattr__(name: str):
+    return moved_name(__name__, name)

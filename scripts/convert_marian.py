@@ -10,8 +10,8 @@ Needs `pip install -e ".[marian]"` (sentencepiece, for Marian's tokenizers); a H
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.interop.marian import convert_marian
 from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.tasks.translation.marian import convert_marian
 
 
 @dataclass

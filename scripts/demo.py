@@ -28,17 +28,17 @@ from typing import TYPE_CHECKING
 import torch
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.decoding.generation import default_max_new_tokens, length_limit
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.evaluation.generation import default_max_new_tokens, length_limit
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
 from hf_vanilla_transformer.sentences import document_sentences, join_document, sentence_rules, split_document
-from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
-from hf_vanilla_transformer.series.workers import generate_examples
 from hf_vanilla_transformer.tasks import Task, get_task
 from hf_vanilla_transformer.tasks.registry import task_or_plain
+from hf_vanilla_transformer.tasks.series.equivalence import EquivalenceChecker
+from hf_vanilla_transformer.tasks.series.workers import generate_examples
 from plot_attention import cross_attention, plot_cross_attention
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ penalty 0.6, unless flags say otherwise), the task's metrics, a JSON report with
 import logging
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model, format_report
+from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments, evaluate_model, format_report
 from hf_vanilla_transformer.tasks import DatasetArguments
 
 

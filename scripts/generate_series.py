@@ -4,7 +4,7 @@ r"""Generate the Taylor-series data set (Judge & Prosper 2023 tutorial, at scale
         --num_proc 2 --test_size 2000 --validation_size 1000 --timeout 2.0
 
 Writes a ``datasets.DatasetDict`` (columns ``expression``, ``series``) and ``summary.json`` to
-``--output_dir``. All logic lives in ``hf_vanilla_transformer.series``.
+``--output_dir``. All logic lives in ``hf_vanilla_transformer.tasks.series``.
 """
 
 import json
@@ -12,7 +12,7 @@ import sys
 from dataclasses import asdict
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.series.dataset import SeriesDataArguments, generate_series_dataset
+from hf_vanilla_transformer.tasks.series.dataset import SeriesDataArguments, generate_series_dataset
 
 
 def main(argv: list[str] | None = None) -> dict:

@@ -24,9 +24,9 @@ from dataclasses import dataclass, field
 import pyarrow
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.data.translation import load_translation_dataset, tokenize_translation
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location
+from hf_vanilla_transformer.tasks.translation.data import load_translation_dataset, tokenize_translation
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
 

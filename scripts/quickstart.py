@@ -21,26 +21,19 @@ from pathlib import Path
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.configuration_vanilla_transformer import PRESETS
+from hf_vanilla_transformer.decoding.generation import generate_texts, generation_settings
 from hf_vanilla_transformer.errors import ExistingPathError, UsageError
-from hf_vanilla_transformer.evaluation.generation import (
-    EvaluationArguments,
-    evaluate_model,
-    generate_texts,
-    generation_settings,
-)
+from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments, evaluate_model
 from hf_vanilla_transformer.metrics import exact_match
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_not_a_file
 from hf_vanilla_transformer.saving import load_model_folder
-from hf_vanilla_transformer.series.dataset import generate_series_dataset
-from hf_vanilla_transformer.series.expansion import taylor_series
 from hf_vanilla_transformer.tasks import DataArguments
 from hf_vanilla_transformer.tasks.series import SeriesTask
-from hf_vanilla_transformer.tokenization import (
-    iter_dataset_texts,
-    sequence_length_report,
-    train_series_tokenizer,
-)
+from hf_vanilla_transformer.tasks.series.dataset import generate_series_dataset
+from hf_vanilla_transformer.tasks.series.expansion import taylor_series
+from hf_vanilla_transformer.tasks.series.tokenizer import train_series_tokenizer
+from hf_vanilla_transformer.tokenization import iter_dataset_texts, sequence_length_report
 from hf_vanilla_transformer.training import (
     ModelArguments,
     PaperSeq2SeqTrainingArguments,

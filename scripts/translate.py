@@ -18,12 +18,12 @@ import logging
 import sys
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.evaluation.translating import TranslateArguments, translate
+from hf_vanilla_transformer.decoding.translating import TranslateArguments, translate
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
-    logging.getLogger("hf_vanilla_transformer.evaluation.translating").setLevel(logging.INFO)
+    logging.getLogger("hf_vanilla_transformer.decoding.translating").setLevel(logging.INFO)
     (args,) = parse_arguments(TranslateArguments, description=__doc__)
     summary = translate(args)
     if summary["output"] is not None and summary["is_main"]:

@@ -14,7 +14,8 @@ cache) decode wrongly under transformers >= 5.24 until updated.
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.saving import is_local_path, update_hub_model_code, update_model_code
+from hf_vanilla_transformer.interop.updates import update_hub_model_code, update_model_code
+from hf_vanilla_transformer.readers import is_local_path
 
 
 @dataclass

@@ -97,12 +97,12 @@ FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 @pytest.fixture(scope="module")
 def translation_data(tmp_path_factory):
     """The fixture corpus as a saved DatasetDict, and a small joint BPE tokenizer trained on it."""
-    from hf_vanilla_transformer.data.translation import load_parallel_text
-    from hf_vanilla_transformer.tokenization import train_translation_tokenizer
+    from hf_vanilla_transformer.tasks.translation.data import load_parallel_text
+    from hf_vanilla_transformer.tokenization import train_bpe_tokenizer
 
     folder = tmp_path_factory.mktemp("multi30k")
     load_parallel_text(FIXTURE, "de", "en").save_to_disk(folder / "data")
-    train_translation_tokenizer(
+    train_bpe_tokenizer(
         [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"],
         vocab_size=400,
         show_progress=False,

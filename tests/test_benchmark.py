@@ -1,4 +1,4 @@
-"""The benchmark (`scripts/benchmark.py` over `scripts/benchmarks/harness.py`) runs and reports
+"""The benchmark (`scripts/benchmarks/benchmark.py` over `scripts/benchmarks/harness.py`) runs and reports
 every figure (it is a script, not a timed test: no speed is asserted)."""
 
 import json
@@ -115,10 +115,12 @@ def test_markdown_from_rejects_a_file_that_is_not_a_benchmark_run(tmp_path):
     for name, text in (("report.json", '{"metrics": {}}'), ("broken.json", "{not json")):
         path = tmp_path / name
         path.write_text(text)
-        result = run_script_file("benchmark.py", "--markdown_from", path, cwd=tmp_path)
+        result = run_script_file("benchmarks/benchmark.py", "--markdown_from", path, cwd=tmp_path)
         assert result.returncode == 2 and str(path) in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
-    result = run_script_file("benchmark.py", "--markdown_from", tmp_path / "missing.json", cwd=tmp_path)
+    result = run_script_file(
+        "benchmarks/benchmark.py", "--markdown_from", tmp_path / "missing.json", cwd=tmp_path
+    )
     assert result.returncode == 2 and "missing.json" in result.stderr
 
 

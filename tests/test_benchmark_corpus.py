@@ -7,7 +7,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from benchmarks.corpus_scale import StageResult, disk_table, make_corpus, markdown_table, run_stage
-from hf_vanilla_transformer.data.translation import load_translation_dataset
+from hf_vanilla_transformer.tasks.translation.data import load_translation_dataset
 
 from .conftest import FIXTURE
 

@@ -1,6 +1,7 @@
-"""scripts/check_gpus.py on this machine, which has no GPU: all that can be tested here is that it refuses in
-one line naming what it needs (exit status 2, nothing written) and that `--help` describes the checks. The
-checks themselves (bf16 and SDPA, DDP, FSDP2, the WMT14 recipe) need two CUDA GPUs and run only there."""
+"""scripts/benchmarks/check_gpus.py on this machine, which has no GPU: all that can be tested here is that it
+refuses in one line naming what it needs (exit status 2, nothing written) and that `--help` describes the
+checks. The checks themselves (bf16 and SDPA, DDP, FSDP2, the WMT14 recipe) need two CUDA GPUs and run only
+there."""
 
 from pathlib import Path
 
@@ -10,7 +11,7 @@ import torch
 from .script_runner import run_script_file
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "scripts" / "check_gpus.py"
+SCRIPT = ROOT / "scripts" / "benchmarks" / "check_gpus.py"
 
 
 @pytest.mark.skipif(torch.cuda.device_count() >= 2, reason="on a machine with two GPUs the checks would run")

@@ -308,7 +308,7 @@ def test_no_script_writes_into_a_folder_that_holds_something_unless_asked(tmp_pa
         ("quickstart.py", []),
         ("train.py", ["--task", "series"]),
         ("generate_series.py", ["--num_examples", "100"]),
-        ("quality_curve.py", ["--run_dir", "run", "--task", "translation"]),
+        ("benchmarks/quality_curve.py", ["--run_dir", "run", "--task", "translation"]),
         ("push_to_hub.py", ["--model", "model", "--dry_run"]),
     ],
 )
@@ -328,8 +328,8 @@ def test_no_script_turns_a_file_into_its_output_folder_even_when_asked_to_overwr
 @pytest.mark.parametrize(
     "script, options",
     [
-        ("benchmark.py", ["--shapes", "tiny", "--repeats", "1"]),
-        ("profile_training.py", [str(ROOT / "scripts" / "recipes" / "multi30k_de_en.yaml")]),
+        ("benchmarks/benchmark.py", ["--shapes", "tiny", "--repeats", "1"]),
+        ("benchmarks/profile_training.py", [str(ROOT / "scripts" / "recipes" / "multi30k_de_en.yaml")]),
     ],
 )
 def test_no_script_replaces_an_existing_results_file_unless_asked(tmp_path, script, options):

@@ -16,13 +16,9 @@ from huggingface_hub.errors import StrictDataclassFieldValidationError
 from transformers import AutoConfig, EncoderDecoderCache
 
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.interop.updates import outdated_code_files, update_model_code
 from hf_vanilla_transformer.modeling_vanilla_transformer import CACHE_FIELD
-from hf_vanilla_transformer.saving import (
-    CODE_FILES,
-    outdated_code_files,
-    save_model_folder,
-    update_model_code,
-)
+from hf_vanilla_transformer.saving import CODE_FILES, save_model_folder
 
 from .remote_code import run_without_package
 from .script_runner import run_script_file
@@ -156,7 +152,7 @@ def test_update_model_code_on_a_hub_repository_commits_only_the_outdated_code(tm
 
     monkeypatch.setattr(huggingface_hub, "snapshot_download", fake_snapshot_download)
     monkeypatch.setattr(huggingface_hub, "HfApi", FakeApi)
-    from hf_vanilla_transformer.saving import update_hub_model_code
+    from hf_vanilla_transformer.interop.updates import update_hub_model_code
 
     outdated = [*outdated_code_files(OLD_FOLDER), "config.json"]  # its auto_map lacks AutoModel
     assert "modeling_vanilla_transformer.py" in outdated

@@ -10,12 +10,12 @@ import torch
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.errors import CorruptFileError, UserError
+from hf_vanilla_transformer.interop.updates import update_model_code
 from hf_vanilla_transformer.saving import (
     check_files_parse,
     check_model_location,
     load_model_folder,
     save_model_folder,
-    update_model_code,
 )
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
@@ -156,7 +156,7 @@ def test_a_marian_folder_cut_short_is_named_before_conversion(tmp_path):
     pytest.importorskip("sentencepiece")
     from transformers import MarianConfig
 
-    from hf_vanilla_transformer.interop.marian import convert_marian
+    from hf_vanilla_transformer.tasks.translation.marian import convert_marian
 
     MarianConfig(vocab_size=40, d_model=32).save_pretrained(tmp_path / "marian")
     (tmp_path / "marian" / "vocab.json").write_text('{"<unk>": 1, "</s', encoding="utf-8")

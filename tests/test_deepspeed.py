@@ -26,10 +26,10 @@ from safetensors.torch import load_file
 from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
 from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args
-from hf_vanilla_transformer.data.translation import load_parallel_text
 from hf_vanilla_transformer.saving import save_model_folder
+from hf_vanilla_transformer.tasks.translation.data import load_parallel_text
 from hf_vanilla_transformer.training import LOSS_LOG_NAME, TRAINING_ARGUMENTS
-from hf_vanilla_transformer.training.arguments import prepare_training
+from hf_vanilla_transformer.training.setup import prepare_training
 
 from .script_runner import run_script_file
 from .test_scale_out import accelerate_launch

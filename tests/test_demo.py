@@ -15,9 +15,10 @@ import demo
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
-from hf_vanilla_transformer.series.equivalence import EquivalenceChecker
-from hf_vanilla_transformer.series.expansion import taylor_series
-from hf_vanilla_transformer.tokenization import train_translation_tokenizer, tutorial_series_tokenizer
+from hf_vanilla_transformer.tasks.series.equivalence import EquivalenceChecker
+from hf_vanilla_transformer.tasks.series.expansion import taylor_series
+from hf_vanilla_transformer.tasks.series.tokenizer import tutorial_series_tokenizer
+from hf_vanilla_transformer.tokenization import train_bpe_tokenizer
 
 from .script_runner import run_script_file
 
@@ -45,7 +46,7 @@ def _save_tiny(tokenizer, folder: Path, **overrides) -> Path:
 @pytest.fixture(scope="module")
 def model_folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("demo-models")
-    translation = train_translation_tokenizer(
+    translation = train_bpe_tokenizer(
         [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"], vocab_size=300, show_progress=False,
         model_max_length=64,
     )  # fmt: skip
@@ -213,12 +214,13 @@ def test_long_attention_maps_are_drawn_at_a_bounded_size(tmp_path):
 
 @pytest.mark.slow
 def test_page_renders_the_heat_map_in_headless_chromium(model_folders, tmp_path):
-    """scripts/demo_screenshot.py: scripts/demo.py as a user starts it, opened in Debian's Chromium; the page
-    runs its first example on load, and the screenshot is taken only once the browser shows the heat map as
-    a loaded image (it fails otherwise)."""
+    """scripts/benchmarks/demo_screenshot.py: scripts/demo.py as a user starts it, opened in Debian's
+    Chromium; the page runs its first example on load, and the screenshot is taken only once the browser
+    shows the heat map as a loaded image (it fails otherwise)."""
     png = tmp_path / "page.png"
+    script = ROOT / "scripts" / "benchmarks" / "demo_screenshot.py"
     subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "demo_screenshot.py"), "--output_file", str(png),
+        [sys.executable, str(script), "--output_file", str(png),
          "--model", f"series={model_folders['series']}"],
         check=True, timeout=600,
     )  # fmt: skip

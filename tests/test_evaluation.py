@@ -9,7 +9,8 @@ from hf_vanilla_transformer.tasks import get_task
 def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model):
     """The translation default (source length + 50, §6.1) would cut series, which are ~3x longer than their
     expressions (in the 50k test split: targets up to 248 tokens, sources at most 16)."""
-    from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, generation_settings
+    from hf_vanilla_transformer.decoding.generation import generation_settings
+    from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments
 
     config = tiny_model.generation_config
     series = generation_settings(EvaluationArguments(model="unused"), get_task("series"), config)
@@ -26,7 +27,7 @@ def test_evaluation_lets_series_outputs_run_to_the_models_max_length(tiny_model)
 
 
 def test_series_exact_match_breaks_down_by_reference_length():
-    from hf_vanilla_transformer.series.reports import exact_match_by_reference_length
+    from hf_vanilla_transformer.tasks.series.reports import exact_match_by_reference_length
 
     short, long = "x + O(x**6)", "x" * 120
     predictions = [short, "wrong", short, long]
@@ -40,7 +41,7 @@ def test_series_exact_match_breaks_down_by_reference_length():
 
 def test_series_exact_match_breaks_down_by_largest_integer():
     """Digits of the largest numerator or denominator; exponents ("x**12", "O(x**6)") do not count."""
-    from hf_vanilla_transformer.series.reports import exact_match_by_largest_integer
+    from hf_vanilla_transformer.tasks.series.reports import exact_match_by_largest_integer
 
     references = [
         "x**12 + O(x**6)",
@@ -61,7 +62,7 @@ def test_series_exact_match_breaks_down_by_largest_integer():
 
 def test_series_exact_match_breaks_down_by_number_of_terms():
     """Terms are function calls of the source, a power of one counting once; groups come fewest first."""
-    from hf_vanilla_transformer.series.reports import exact_match_by_term_count
+    from hf_vanilla_transformer.tasks.series.reports import exact_match_by_term_count
 
     sources = ["sin(a*x)*cos(b*x) + exp(c*x)", "exp(c*x)**3", "tan(a*x)/tanh(2*b*x)", "sinh(-d*x)*cosh(f*x)"]
     predictions = ["p", "q", "wrong", "r"]
@@ -77,7 +78,7 @@ def test_series_exact_match_breaks_down_by_number_of_terms():
 
 def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
     """A test expression that is a training expression with its symbols renamed is counted apart."""
-    from hf_vanilla_transformer.series.reports import exact_match_by_train_overlap
+    from hf_vanilla_transformer.tasks.series.reports import exact_match_by_train_overlap
 
     train = ["sin(a*x)*cos(b*x)", "tan(c*x)"]
     sources = ["sin(g*x)*cos(d*x)", "sin(a*x)*cos(a*x)", "tanh(c*x)", "tan(f*x)"]
@@ -94,8 +95,8 @@ def test_series_exact_match_breaks_down_by_overlap_with_training_expressions():
 
 def test_series_exact_match_breaks_down_by_the_tutorials_length_limit():
     """The tutorial kept pairs of at most 200 of its tokens, start and end included: `x` is 3 tokens."""
-    from hf_vanilla_transformer.series.grammar import tutorial_length
-    from hf_vanilla_transformer.series.reports import exact_match_by_tutorial_length
+    from hf_vanilla_transformer.tasks.series.grammar import tutorial_length
+    from hf_vanilla_transformer.tasks.series.reports import exact_match_by_tutorial_length
 
     assert tutorial_length("x") == 3 and tutorial_length("sinh(2*g*x) + O(x**6)") == 12
     long_series = " + ".join(["a*x"] * 50)  # 50 * 3 tokens + 49 signs + 2 = 201
@@ -121,7 +122,7 @@ def test_evaluation_refuses_a_device_it_cannot_use(monkeypatch, device, message)
     """Evaluation generates on the GPU where there is one (a WMT14 test set on the CPU takes hours); a device
     the machine lacks is refused as the option is read, naming it."""
     from hf_vanilla_transformer.errors import UsageError
-    from hf_vanilla_transformer.evaluation.generation import EvaluationArguments
+    from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(UsageError) as refused:

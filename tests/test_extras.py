@@ -68,9 +68,10 @@ def test_the_core_modules_and_scripts_import_without_any_extra(tmp_path):
         "import hf_vanilla_transformer\n"
         "import hf_vanilla_transformer.training, hf_vanilla_transformer.tasks\n"
         "import hf_vanilla_transformer.saving\n"
-        "import hf_vanilla_transformer.evaluation.generation, hf_vanilla_transformer.tokenization\n"
-        "import hf_vanilla_transformer.series.dataset, hf_vanilla_transformer.series.equivalence\n"
-        "import hf_vanilla_transformer.interop.marian\n"
+        "import hf_vanilla_transformer.evaluation.scoring, hf_vanilla_transformer.tokenization\n"
+        "import hf_vanilla_transformer.tasks.series.dataset\n"
+        "import hf_vanilla_transformer.tasks.series.equivalence\n"
+        "import hf_vanilla_transformer.tasks.translation.marian\n"
         # The scripts whose features need an extra import without it too (`--help` works).
         f"sys.path.insert(0, {str(ROOT / 'scripts')!r})\n"
         "import plot_attention, quickstart, demo\n"

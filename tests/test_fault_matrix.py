@@ -81,7 +81,7 @@ def world(translation_data, tmp_path_factory) -> dict[str, Path]:
     shutil.copytree(world["tokenizer"], world["size"] / "tokenizer")
     shutil.copytree(world["data"], world["size"] / "data")
     result = run_script_file(
-        "quality_curve.py", "--run_dir", run, "--task", "translation", "--dataset", world["data"],
+        "benchmarks/quality_curve.py", "--run_dir", run, "--task", "translation", "--dataset", world["data"],
         "--last", "1", "--max_examples", "2", "--num_beams", "1", "--output_dir", root / "curve",
         cwd=root, env=fm.environment(),
     )  # fmt: skip
@@ -355,8 +355,8 @@ COMMANDS = [
 
 # The commands that take --task: a line of each, given the task file (it is imported while the options are
 # parsed, before anything else is read).
-TASK_COMMANDS = ("train", "train_accelerate", "evaluate_model", "train_tokenizer", "quality_curve")
-TASK_COMMANDS += ("profile_training",)
+TASK_COMMANDS = ("train", "train_accelerate", "evaluate_model", "train_tokenizer")
+TASK_COMMANDS += ("benchmarks/quality_curve", "benchmarks/profile_training")
 
 
 def task_file_line(command):
@@ -371,7 +371,7 @@ def task_file_line(command):
 
 COMMANDS += [
     fm.Command(
-        "quality_curve",
+        "benchmarks/quality_curve",
         lambda w, out: [
             "--run_dir",
             w["run"],
@@ -394,7 +394,7 @@ COMMANDS += [
         writes={"output_dir": "curve"},
     ),
     fm.Command(
-        "profile_training",
+        "benchmarks/profile_training",
         lambda w, out: [
             *_recipe_line(w),
             "--untimed_steps",
@@ -419,7 +419,7 @@ COMMANDS += [
         writes={"output_dir": "run", "output_file": "profile.json"},
     ),
     fm.Command(
-        "profile_training",
+        "benchmarks/profile_training",
         lambda w, out: [
             *_recipe_line(w),
             "--model",
@@ -434,10 +434,10 @@ COMMANDS += [
             out / "profile.json",
         ],  # fmt: skip
         reads=lambda w: {"model": w["model"]},
-        name="profile_training (from a model)",
+        name="benchmarks/profile_training (from a model)",
     ),
     fm.Command(
-        "profile_training",
+        "benchmarks/profile_training",
         lambda w, out: [
             *_recipe_line(w),
             "--untimed_steps",
@@ -453,7 +453,7 @@ COMMANDS += [
         ],  # fmt: skip
         reads=lambda w: {"resume_from_checkpoint": w["checkpoint"]},
         kinds={"resume_from_checkpoint": "checkpoint folder"},
-        name="profile_training (resume)",
+        name="benchmarks/profile_training (resume)",
     ),
     fm.Command(
         "train",
@@ -490,32 +490,32 @@ COMMANDS += [
     ),
     fm.Command("demo", lambda w, out: ["--model", w["model"]], reads=lambda w: {"model": w["model"]}),
     fm.Command(
-        "demo_screenshot",
+        "benchmarks/demo_screenshot",
         lambda w, out: ["--model", w["model"], "--output_file", out / "demo.png", "--timeout", "1"],
         reads=lambda w: {"model": w["model"]},
         writes={"output_file": "demo.png"},
     ),
     fm.Command(
-        "benchmark",
+        "benchmarks/benchmark",
         lambda w, out: ["--markdown_from", w["bench"], "--output_file", out / "bench.json"],
         reads=lambda w: {"markdown_from": w["bench"]},
         writes={"output_file": "bench.json"},
     ),
     fm.Command(
-        "benchmark_corpus",
+        "benchmarks/benchmark_corpus",
         lambda w, out: ["--markdown_from", w["corpus-bench"], "--output_dir", out / "corpus"],
         reads=lambda w: {"markdown_from": w["corpus-bench"]},
         writes={"output_dir": "corpus"},
     ),
     fm.Command(
-        "benchmark_corpus",
+        "benchmarks/benchmark_corpus",
         lambda w, out: ["--library_speed_of", w["size"]],
         reads=lambda w: {"library_speed_of": w["size"]},
         kinds={"library_speed_of": "corpus size folder"},
-        name="benchmark_corpus (library speed)",
+        name="benchmarks/benchmark_corpus (library speed)",
     ),
     fm.Command(
-        "benchmark_corpus",
+        "benchmarks/benchmark_corpus",
         lambda w, out: [
             "--multi30k",
             w["corpus"],
@@ -528,7 +528,7 @@ COMMANDS += [
             out / "corpus",
         ],  # fmt: skip
         reads=lambda w: {"multi30k": w["corpus"]},
-        name="benchmark_corpus (multi30k)",
+        name="benchmarks/benchmark_corpus (multi30k)",
     ),
     fm.Command(
         "benchmarks/multi30k_seeds",
@@ -553,15 +553,15 @@ COMMANDS += [
     *(
         fm.Command(
             script,
-            lambda w, out, s=script, e=extra: [*e, "--output_dir", out / s],
+            lambda w, out, s=script, e=extra: [*e, "--output_dir", out / Path(s).name],
             reads=lambda w: {},
-            writes={"output_dir": script},
+            writes={"output_dir": Path(script).name},
         )
         for script, extra in [
             ("generate_series", ["--num_examples", "20"]),
             ("quickstart", []),
-            ("check_gpus", []),
-            ("time_checkpoint_save", ["--repeats", "1"]),
+            ("benchmarks/check_gpus", []),
+            ("benchmarks/time_checkpoint_save", ["--repeats", "1"]),
         ]
     ),  # fmt: skip
 ]

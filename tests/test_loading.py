@@ -248,7 +248,7 @@ def test_garbage_weights_of_the_right_size_are_named_by_their_file(
 def test_repairing_a_folder_whose_weights_do_not_read_is_refused_before_anything_changes(
     tmp_path, tiny_model, word_tokenizer
 ):
-    from hf_vanilla_transformer.saving import update_model_code
+    from hf_vanilla_transformer.interop.updates import update_model_code
 
     folder = save_model_folder(tiny_model, word_tokenizer, tmp_path / "model")
     (folder / "modeling_vanilla_transformer.py").write_text("# an old copy\n", encoding="utf-8")

@@ -8,7 +8,7 @@ import torch
 from transformers import MarianConfig, MarianMTModel
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.interop.marian import convert_marian_model
+from hf_vanilla_transformer.tasks.translation.marian import convert_marian_model
 
 from .script_runner import run_code, run_script_file
 
@@ -186,7 +186,7 @@ def test_converted_model_fine_tunes_with_the_opus_mt_recipe(tmp_path):
 
     from datasets import Dataset, DatasetDict
 
-    from hf_vanilla_transformer.interop.marian import convert_marian
+    from hf_vanilla_transformer.tasks.translation.marian import convert_marian
 
     _marian_folder(tmp_path / "marian")
     convert_marian(tmp_path / "marian" / "model", tmp_path / "converted")
@@ -219,7 +219,7 @@ def test_converted_model_fine_tunes_with_the_opus_mt_recipe(tmp_path):
 def test_ctranslate2_export_of_a_converted_folder_points_to_ctranslate2s_marian_converter(tmp_path):
     pytest.importorskip("ctranslate2")  # the [ctranslate2] extra; dev installs it
     from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
-    from hf_vanilla_transformer.interop.marian import convert_marian
+    from hf_vanilla_transformer.tasks.translation.marian import convert_marian
 
     _marian_folder(tmp_path / "marian")
     convert_marian(tmp_path / "marian" / "model", tmp_path / "converted")
@@ -230,7 +230,7 @@ def test_ctranslate2_export_of_a_converted_folder_points_to_ctranslate2s_marian_
 
 def test_a_folder_that_is_not_a_marian_model_is_refused(tmp_path):
     from hf_vanilla_transformer import VanillaTransformerConfig
-    from hf_vanilla_transformer.interop.marian import convert_marian
+    from hf_vanilla_transformer.tasks.translation.marian import convert_marian
 
     VanillaTransformerConfig.from_preset("transformer-tiny", vocab_size=40).save_pretrained(tmp_path / "ours")
     with pytest.raises(ValueError, match=r"holds a 'vanilla_transformer' model .*\(model_type 'marian'\)"):

@@ -13,18 +13,16 @@ from pathlib import Path
 import pytest
 import sacrebleu
 
-from hf_vanilla_transformer.metrics import (
-    SERIES_METRIC_PATH,
-    TRANSLATION_METRIC_PATH,
-    check_pairs,
-    exact_match,
-    load_series_metric,
-    load_translation_metric,
-)
-from hf_vanilla_transformer.metrics.tokenized_bleu import (
+from hf_vanilla_transformer.metrics import check_pairs, exact_match
+from hf_vanilla_transformer.tasks.series.series_metrics import SERIES_METRIC_PATH, load_series_metric
+from hf_vanilla_transformer.tasks.translation.tokenized_bleu import (
     paper_tokenize,
     split_compounds,
     tokenized_bleu,
+)
+from hf_vanilla_transformer.tasks.translation.translation_metrics import (
+    TRANSLATION_METRIC_PATH,
+    load_translation_metric,
 )
 
 # Detokenised, cased sentences with partial overlaps, so BLEU is neither 0 nor 100.
@@ -277,7 +275,7 @@ def test_unparsable_predictions_fail_to_parse_without_running_anything(series_me
 def test_metric_parses_with_the_series_grammar(series_metric):
     """The metric parses with the package's one series grammar: integers only, the data set's symbols, no
     code."""
-    from hf_vanilla_transformer.series import equivalence, grammar
+    from hf_vanilla_transformer.tasks.series import equivalence, grammar
 
     assert equivalence.parse_series is grammar.parse_series
     for text in ("__import__('os')", "x.__class__", "lambda: 0", "[x]", "1j*x", "x**(", "9**9**9*x", "0.5*x"):

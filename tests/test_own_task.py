@@ -4,6 +4,7 @@ Hub folder. And the registry that lets it: a task file or an installed package's
 saved model records, and a model whose task is not installed here loading as plain text to text."""
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -440,3 +441,48 @@ def test_a_task_option_spelt_like_a_scripts_own_is_refused_for_an_installed_task
     args.task = "seeds"
     with pytest.raises(UsageError, match="Option --dataset of TaskOptions is also one of DataArguments"):
         _ = args.task_spec
+
+
+def test_a_third_built_in_task_is_one_folder_under_tasks(tmp_path):
+    """A built-in task is a package of `tasks/` named as its task: adding one to a copy of the package (the
+    number task of examples/, as `tasks/number_words/__init__.py`) changes no file outside that folder, and
+    the registry, the data script and the command lines find it by name."""
+    package = Path(__file__).resolve().parents[1] / "hf_vanilla_transformer"
+    copy = tmp_path / "copy" / "hf_vanilla_transformer"
+    shutil.copytree(package, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    (copy / "tasks" / "number_words").mkdir()
+    example = Path(__file__).resolve().parents[1] / "examples" / "number_words.py"
+    (copy / "tasks" / "number_words" / "__init__.py").write_text(example.read_text(encoding="utf-8"))
+    changed = sorted(
+        str(path.relative_to(copy))
+        for path in copy.rglob("*")
+        if path.is_file() and not (package / path.relative_to(copy)).is_file()
+    )
+    assert changed == ["tasks/number_words/__init__.py"]
+    env = {**os.environ, "PYTHONPATH": str(copy.parent)}
+    scripts = Path(__file__).resolve().parents[1] / "scripts"
+    found = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            "import hf_vanilla_transformer.tasks as t; print(t.__file__, *sorted(t.registered_tasks()))",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        check=True,
+    ).stdout.split()
+    assert found[0].startswith(str(copy)) and found[1:] == ["number_words", "series", "translation"], found
+    made = subprocess.run(
+        [sys.executable, str(scripts / "prepare_data.py"), "--task", "number_words", "--train_size", "50",
+         "--held_out_size", "10", "--output_dir", str(tmp_path / "data")],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    assert (tmp_path / "data" / "dataset_dict.json").is_file()
+    helped = subprocess.run(
+        [sys.executable, str(scripts / "train.py"), "--task", "number_words", "--help"],
+        capture_output=True, text=True, env=env, cwd=tmp_path,
+    )  # fmt: skip
+    assert helped.returncode == 0 and "--max_number" in helped.stdout, helped.stderr

@@ -15,10 +15,10 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hf_vanilla_transformer.data.translation import load_parallel_text, load_translation_dataset
+from hf_vanilla_transformer.decoding import translating
 from hf_vanilla_transformer.errors import CorruptFileError, MissingPathError, UsageError, UserError
-from hf_vanilla_transformer.evaluation import translating
 from hf_vanilla_transformer.readers import count_text_lines, iter_stream_lines, iter_text_lines, read_json
+from hf_vanilla_transformer.tasks.translation.data import load_parallel_text, load_translation_dataset
 from hf_vanilla_transformer.tokenization import iter_corpus
 
 from .script_runner import run_script_file

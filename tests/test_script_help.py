@@ -18,7 +18,8 @@ from transformers import HfArgumentParser
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 CLI_SCRIPTS = sorted(path.stem for path in SCRIPTS.glob("*.py"))
-# The research commands beside them that parse options as the scripts do (`benchmarks/multi30k_seeds`).
+# The research and measurement commands in scripts/benchmarks/, which parse options as the scripts do
+# (`benchmarks/benchmark`, `benchmarks/multi30k_seeds`, ...).
 BENCHMARK_SCRIPTS = sorted(
     f"benchmarks/{path.stem}"
     for path in (SCRIPTS / "benchmarks").glob("*.py")
@@ -54,7 +55,7 @@ def task_option_parsers(parser) -> dict[str, argparse.ArgumentParser]:
 
 
 def test_the_scripts_are_found():
-    assert {"train", "train_accelerate", "prepare_translation", "quickstart", "benchmark"} <= set(CLI_SCRIPTS)
+    assert {"train", "train_accelerate", "prepare_translation", "quickstart", "translate"} <= set(CLI_SCRIPTS)
 
 
 @pytest.mark.parametrize("script", CLI_SCRIPTS)
@@ -83,7 +84,10 @@ DOCUMENTS = [
     ROOT / ".ci" / "run",
 ]
 # `python scripts/x.py --a 1 \` and its continuation lines, up to a comment, `|`, `;`, `&&` or a backtick.
-COMMAND = re.compile(r"(?:python3?|launch|torchrun)\s[^`#|;&\n]*?scripts/(\w+)\.py([^`#|;&\n]*)")
+# The script is named as `CLI_SCRIPTS` and `BENCHMARK_SCRIPTS` name it: `train`, `benchmarks/benchmark`.
+COMMAND = re.compile(
+    r"(?:python3?|launch|torchrun)\s[^`#|;&\n]*?scripts/((?:benchmarks/)?\w+)\.py([^`#|;&\n]*)"
+)
 
 
 def documented_command_lines() -> list[tuple[str, str, str]]:
@@ -102,14 +106,17 @@ def documented_commands() -> list[tuple[str, str, list[str]]]:
     commands = []
     for where, script, arguments in documented_command_lines():
         arguments = re.sub(r"\[[^\]]*\]", "", arguments)  # usage placeholders: [--option value]
+        # A double-quoted value is one value, whose options are another script's (`--arm "name=--seed 3"`).
+        arguments = re.sub(r'"(?:[^"\\]|\\.)*"', '""', arguments)
         commands.append((where, script, re.findall(r"(?<![\w-])--([A-Za-z][\w-]*)", arguments)))
     return commands
 
 
 def test_every_documented_command_uses_options_its_script_has(monkeypatch):
     commands = documented_commands()
-    assert len(commands) > 100 and {script for _, script, _ in commands} <= set(CLI_SCRIPTS), sorted(
-        {f"{where}: {script}.py" for where, script, _ in commands if script not in CLI_SCRIPTS}
+    scripts = {*CLI_SCRIPTS, *BENCHMARK_SCRIPTS}
+    assert len(commands) > 100 and {script for _, script, _ in commands} <= scripts, sorted(
+        {f"{where}: {script}.py" for where, script, _ in commands if script not in scripts}
     )
     options = {}
     for script in sorted({script for _, script, _ in commands}):
@@ -233,4 +240,6 @@ def test_every_option_that_may_name_a_path_is_an_output_or_an_input(script, monk
 
 
 def test_the_benchmark_scripts_are_found():
-    assert "benchmarks/multi30k_seeds" in BENCHMARK_SCRIPTS
+    assert {"benchmarks/multi30k_seeds", "benchmarks/benchmark", "benchmarks/quality_curve"} <= set(
+        BENCHMARK_SCRIPTS
+    )

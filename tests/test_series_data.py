@@ -1,4 +1,4 @@
-"""Tests of the Taylor-series data set and its grammar (hf_vanilla_transformer/series/).
+"""Tests of the Taylor-series data set and its grammar (hf_vanilla_transformer/tasks/series/).
 
 Correctness is checked against independent computations, not assumed: sympy's own ``series`` on a
 small sample, and a high-precision numeric check of the truncation error on a larger one.
@@ -18,15 +18,19 @@ import mpmath
 import pytest
 import sympy as sp
 
-from hf_vanilla_transformer.series.dataset import default_split_sizes, generate_series_dataset, split_examples
-from hf_vanilla_transformer.series.equivalence import series_equivalent
-from hf_vanilla_transformer.series.expansion import (
+from hf_vanilla_transformer.tasks.series.dataset import (
+    default_split_sizes,
+    generate_series_dataset,
+    split_examples,
+)
+from hf_vanilla_transformer.tasks.series.equivalence import series_equivalent
+from hf_vanilla_transformer.tasks.series.expansion import (
     DROP_REASONS,
     SeriesError,
     expression_to_series,
     taylor_series,
 )
-from hf_vanilla_transformer.series.grammar import (
+from hf_vanilla_transformer.tasks.series.grammar import (
     FUNCTIONS,
     SYMBOL_NAMES,
     SeriesParseError,
@@ -34,13 +38,13 @@ from hf_vanilla_transformer.series.grammar import (
     parse_expression,
     parse_series,
 )
-from hf_vanilla_transformer.series.renamings import (
+from hf_vanilla_transformer.tasks.series.renamings import (
     order_preserving_renamings,
     symbol_renaming_shape,
     symbol_renamings_of_pairs,
 )
-from hf_vanilla_transformer.series.sampling import iter_candidates
-from hf_vanilla_transformer.series.workers import generate_examples
+from hf_vanilla_transformer.tasks.series.sampling import iter_candidates
+from hf_vanilla_transformer.tasks.series.workers import generate_examples
 
 X, *PARAMETERS = sp.symbols("x a b c d f g")
 H = "0.01"
@@ -275,7 +279,7 @@ def test_training_split_gains_renamings_that_are_never_held_out(tmp_path):
     from datasets import Dataset, DatasetDict
 
     from hf_vanilla_transformer.tasks import DataArguments, prepare_dataset
-    from hf_vanilla_transformer.tokenization import train_series_tokenizer
+    from hf_vanilla_transformer.tasks.series.tokenizer import train_series_tokenizer
 
     def split(*expressions):
         series = [taylor_series(e) for e in expressions]
@@ -449,7 +453,7 @@ def test_bad_arguments_name_the_value(tmp_path):
 
 
 def test_the_sampler_can_be_narrowed_to_fewer_terms_and_symbols(tmp_path):
-    from hf_vanilla_transformer.series.grammar import SYMBOL, count_terms
+    from hf_vanilla_transformer.tasks.series.grammar import SYMBOL, count_terms
 
     candidates = [
         next(stream) for stream in [iter_candidates(4, max_terms=2, symbols=["a", "b"])] for _ in range(300)

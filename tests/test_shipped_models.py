@@ -179,7 +179,7 @@ def test_readme_snippet_prints_what_it_shows_and_quietly(code):
 
 @pytest.mark.parametrize("folder", SHIPPED, ids=lambda p: p.name)
 def test_shipped_folder_carries_the_current_model_code(folder):
-    from hf_vanilla_transformer.saving import outdated_code_files
+    from hf_vanilla_transformer.interop.updates import outdated_code_files
 
     outdated = outdated_code_files(folder)
     assert not outdated, (
@@ -220,7 +220,7 @@ def test_documented_commands_leave_the_shipped_folders_as_they_are(tmp_path):
     """Every documented command that names a shipped folder, run as written on a copy of model_cards/ (an
     upload as its dry run: the Hub is out of reach here; fine-tuning for one step, on the Multi30k fixture as
     the user's pairs), in a fresh working directory: each succeeds, and not a byte of the folders changes."""
-    from hf_vanilla_transformer.data.translation import load_parallel_text
+    from hf_vanilla_transformer.tasks.translation.data import load_parallel_text
 
     commands = _commands_on_shipped_folders()
     assert {"plot_attention", "push_to_hub"} <= {script for _, script, _ in commands}, commands

@@ -10,18 +10,19 @@ import pytest
 from datasets import Dataset, DatasetDict
 from transformers import AutoModelForSeq2SeqLM
 
-from hf_vanilla_transformer.data.translation import load_parallel_text, load_translation_dataset
 from hf_vanilla_transformer.errors import MissingPathError, UsageError
-from hf_vanilla_transformer.evaluation.generation import EvaluationArguments, evaluate_model, report_path
+from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments, evaluate_model, report_path
 from hf_vanilla_transformer.saving import (
     check_model_location,
     check_tokenizer_location,
     is_local_path,
     model_task,
 )
-from hf_vanilla_transformer.series.sampling import iter_candidates
 from hf_vanilla_transformer.tasks import DataArguments, get_task, prepare_dataset
-from hf_vanilla_transformer.tokenization import train_series_tokenizer, train_translation_tokenizer
+from hf_vanilla_transformer.tasks.series.sampling import iter_candidates
+from hf_vanilla_transformer.tasks.series.tokenizer import train_series_tokenizer
+from hf_vanilla_transformer.tasks.translation.data import load_parallel_text, load_translation_dataset
+from hf_vanilla_transformer.tokenization import train_bpe_tokenizer
 
 from .script_runner import run_script_file
 
@@ -47,7 +48,7 @@ def series_tokenizer_dir(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def translation_tokenizer_dir(tmp_path_factory) -> Path:
     folder = tmp_path_factory.mktemp("translation-tokenizer")
-    train_translation_tokenizer(
+    train_bpe_tokenizer(
         [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"],
         vocab_size=400,
         show_progress=False,
@@ -59,8 +60,8 @@ def translation_tokenizer_dir(tmp_path_factory) -> Path:
 def test_each_task_names_its_columns_metric_and_defaults():
     translation, series = get_task("translation"), get_task("series")
     args = DataArguments(task="translation").with_options(source_lang="en", target_lang="de")
-    assert translation.text_fields(args) == (("translation", "en"), ("translation", "de"))
-    assert series.text_fields(args) == (("expression", None), ("series", None))
+    assert translation.text_fields(args.options) == (("translation", "en"), ("translation", "de"))
+    assert series.text_fields(series.default_options()) == (("expression", None), ("series", None))
     assert (translation.best_metric, series.best_metric) == ("bleu", "exact_match")
     assert (translation.output_length_from_config, series.output_length_from_config) == (False, True)
     assert series.row_formats and not translation.row_formats
@@ -114,10 +115,10 @@ SERIES_MODEL = str(Path(__file__).resolve().parents[1] / "model_cards" / "vanill
     [
         ("train.py", ["--task", "series"]),
         ("train_accelerate.py", ["--task", "series"]),
-        ("profile_training.py", ["--task", "series"]),
+        ("benchmarks/profile_training.py", ["--task", "series"]),
         ("evaluate_model.py", ["--task", "series", "--model", "m"]),
         ("evaluate_model.py", ["--model", SERIES_MODEL, "--dataset", "d"]),  # the task is the model's
-        ("quality_curve.py", ["--task", "series", "--run_dir", "run"]),
+        ("benchmarks/quality_curve.py", ["--task", "series", "--run_dir", "run"]),
         ("train_tokenizer.py", ["--task", "series", "--output_dir", "tokenizer"]),
         ("prepare_data.py", ["--task", "series", "--output_dir", "data"]),
     ],
@@ -190,13 +191,13 @@ def test_translation_data_with_one_column_per_language_loads_for_training(tmp_pa
     """bentrevett/multi30k's schema (columns `en`, `de`) is packed into the `translation` column."""
     flat = {"en": ["A dog runs.", "Two cats."], "de": ["Ein Hund rennt.", "Zwei Katzen."]}
     DatasetDict(train=Dataset.from_dict(flat)).save_to_disk(tmp_path / "data")
-    raw = get_task("translation").load_raw(_translation_args(tmp_path / "data", "unused"))
+    raw = _translation_args(tmp_path / "data", "unused").load_raw()
     assert raw["train"]["translation"] == [
         {"de": "Ein Hund rennt.", "en": "A dog runs."},
         {"de": "Zwei Katzen.", "en": "Two cats."},
     ]
     with pytest.raises(ValueError, match=r"Columns found: en, de\."):
-        get_task("translation").load_raw(_translation_args(tmp_path / "data", "unused", source_lang="fr"))
+        _translation_args(tmp_path / "data", "unused", source_lang="fr").load_raw()
 
 
 @pytest.mark.parametrize("location", ["/nonexistent", "./outputs/nothing-here", "a/b/c"])
@@ -411,3 +412,37 @@ def test_evaluation_of_paragraphs_translates_each_as_its_sentences(tmp_path, mul
         evaluate_model(
             EvaluationArguments(model=str(series), sentences_per_text=3), DataArguments(dataset="x")
         )
+
+
+def test_a_task_whose_hooks_take_the_arguments_of_0_6_still_works_with_a_warning(tmp_path):
+    """A task file written for 0.6 reads `args.options` and `args.dataset` in its hooks: until 0.8.0 it is
+    given them, and warned that hooks now take the task's options."""
+    from dataclasses import dataclass
+
+    from hf_vanilla_transformer.options import Options
+    from hf_vanilla_transformer.tasks import Task
+
+    @dataclass
+    class OldOptions(Options):
+        flip: bool = False
+
+    class OldTask(Task):
+        name = "old-style"
+        options = OldOptions
+
+        def text_fields(self, args):
+            fields = (("source", None), ("target", None))
+            return fields[::-1] if args.options.flip else fields
+
+        def load_raw(self, args, streaming=False):
+            return {"from": args.dataset, "config": args.dataset_config, "streaming": streaming}
+
+    task = OldTask()
+    with pytest.warns(DeprecationWarning, match=r"OldTask.text_fields takes `args`.*0\.8\.0"):
+        assert task.text_fields(OldOptions(flip=True)) == (("target", None), ("source", None))
+    with pytest.warns(DeprecationWarning, match="OldTask.load_raw takes `args`"):
+        assert task.load_raw("folder", "de-en", OldOptions(), True) == {
+            "from": "folder",
+            "config": "de-en",
+            "streaming": True,
+        }

@@ -9,8 +9,9 @@ import pytest
 from tokenizers import Tokenizer, models
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
 
-from hf_vanilla_transformer.data.translation import iter_text_lines
-from hf_vanilla_transformer.series.grammar import DIGIT_SPLIT_PATTERN, FUNCTIONS
+from hf_vanilla_transformer.tasks.series.grammar import DIGIT_SPLIT_PATTERN, FUNCTIONS
+from hf_vanilla_transformer.tasks.series.tokenizer import train_series_tokenizer, tutorial_series_tokenizer
+from hf_vanilla_transformer.tasks.translation.data import iter_text_lines
 from hf_vanilla_transformer.tokenization import (
     BOS_TOKEN_ID,
     EOS_TOKEN_ID,
@@ -20,9 +21,7 @@ from hf_vanilla_transformer.tokenization import (
     iter_dataset_texts,
     load_tokenizer,
     sequence_length_report,
-    train_series_tokenizer,
-    train_translation_tokenizer,
-    tutorial_series_tokenizer,
+    train_bpe_tokenizer,
 )
 
 from .script_runner import run_script_file
@@ -66,7 +65,7 @@ def read_fixture(name):
 
 @pytest.fixture(scope="module")
 def translation_tokenizer():
-    return train_translation_tokenizer(TRAIN_FILES, vocab_size=400, show_progress=False, model_max_length=128)
+    return train_bpe_tokenizer(TRAIN_FILES, vocab_size=400, show_progress=False, model_max_length=128)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +152,7 @@ def test_translation_tokenizer_normalises_nfkc(translation_tokenizer):
 
 
 def test_split_punctuation_keeps_punctuation_out_of_words_and_decodes_exactly(translation_tokenizer):
-    tokenizer = train_translation_tokenizer(
+    tokenizer = train_bpe_tokenizer(
         TRAIN_FILES, vocab_size=400, split_punctuation=True, show_progress=False, model_max_length=128
     )
     punctuation = set('.,;:!?"()-')
@@ -173,15 +172,15 @@ def test_split_punctuation_keeps_punctuation_out_of_words_and_decodes_exactly(tr
 
 
 def test_training_is_reproducible_and_files_equal_texts(tmp_path):
-    train_translation_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "a")
-    train_translation_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "b")
+    train_bpe_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "a")
+    train_bpe_tokenizer(TRAIN_FILES, vocab_size=300, show_progress=False, output_dir=tmp_path / "b")
     texts = [line for path in TRAIN_FILES for line in iter_text_lines(path)]
-    train_translation_tokenizer(iter(texts), vocab_size=300, show_progress=False, output_dir=tmp_path / "c")
+    train_bpe_tokenizer(iter(texts), vocab_size=300, show_progress=False, output_dir=tmp_path / "c")
     first = (tmp_path / "a" / "tokenizer.json").read_bytes()
     assert first == (tmp_path / "b" / "tokenizer.json").read_bytes()
     assert first == (tmp_path / "c" / "tokenizer.json").read_bytes()
     # And the comparison can fail: another vocabulary size gives another file.
-    train_translation_tokenizer(TRAIN_FILES, vocab_size=310, show_progress=False, output_dir=tmp_path / "d")
+    train_bpe_tokenizer(TRAIN_FILES, vocab_size=310, show_progress=False, output_dir=tmp_path / "d")
     assert first != (tmp_path / "d" / "tokenizer.json").read_bytes()
 
 
@@ -280,14 +279,14 @@ def test_sequence_length_report(series_tokenizer):
 def test_missing_corpus_file_is_named(tmp_path):
     missing = tmp_path / "nope.txt"
     with pytest.raises(FileNotFoundError, match="nope.txt"):
-        train_translation_tokenizer([FIXTURE / "train.de.gz", missing], vocab_size=300, show_progress=False)
+        train_bpe_tokenizer([FIXTURE / "train.de.gz", missing], vocab_size=300, show_progress=False)
 
 
 def test_empty_corpus_file_is_named(tmp_path):
     empty = tmp_path / "empty.en"
     empty.write_text("\n  \n", encoding="utf-8")  # blank lines only
     with pytest.raises(ValueError, match=r"empty\.en' is empty"):
-        train_translation_tokenizer([FIXTURE / "train.de.gz", empty], vocab_size=300, show_progress=False)
+        train_bpe_tokenizer([FIXTURE / "train.de.gz", empty], vocab_size=300, show_progress=False)
 
 
 def test_empty_iterator_is_rejected():
@@ -300,16 +299,16 @@ def test_non_utf8_corpus_file_is_named_with_its_line(tmp_path):
     with gzip.open(latin1, "wb") as f:
         f.write("Ein Hund.\nZwei Männer.\n".encode("latin-1"))
     with pytest.raises(ValueError, match=r"latin1\.de\.gz' is not valid UTF-8: line 2 .*iconv"):
-        train_translation_tokenizer(latin1, vocab_size=300, show_progress=False)
+        train_bpe_tokenizer(latin1, vocab_size=300, show_progress=False)
 
 
 def test_vocab_smaller_than_alphabet_is_rejected():
     # 4 special tokens + 94 ASCII characters fit in 100, but not with the fixture's "ä", "ö", "ü", "ß", "Ü".
     with pytest.raises(ValueError, match=r"vocab_size=100 is smaller than the corpus alphabet"):
-        train_translation_tokenizer(TRAIN_FILES, vocab_size=100, show_progress=False)
+        train_bpe_tokenizer(TRAIN_FILES, vocab_size=100, show_progress=False)
     # The fixed alphabets (printable ASCII) are caught before training.
     with pytest.raises(ValueError, match=r"vocab_size=50 is too small.*vocab_size >= 99"):
-        train_translation_tokenizer(TRAIN_FILES, vocab_size=50, show_progress=False)
+        train_bpe_tokenizer(TRAIN_FILES, vocab_size=50, show_progress=False)
     with pytest.raises(ValueError, match=r"vocab_size=100 is too small.*vocab_size >= 105"):
         train_series_tokenizer(iter(SERIES_TEXTS), vocab_size=100, show_progress=False)
 
@@ -328,7 +327,7 @@ def test_series_round_trip_on_a_whole_generated_data_set(tmp_path):
     the same check on the 50,000-example set)."""
     from datasets import load_from_disk
 
-    from hf_vanilla_transformer.series.dataset import generate_series_dataset
+    from hf_vanilla_transformer.tasks.series.dataset import generate_series_dataset
 
     generate_series_dataset(tmp_path / "data", 300, seed=5, test_size=60, validation_size=30, progress=False)
     data = load_from_disk(str(tmp_path / "data"))
@@ -354,7 +353,7 @@ def test_series_round_trip_on_a_whole_generated_data_set(tmp_path):
 def test_tutorial_tokenizer_has_the_tutorials_tokens_and_lengths():
     """One token per function name, symbol, digit, operator and O(x**6); lengths are the tutorial's, minus its
     start token (the model's decoder start token is not part of the text)."""
-    from hf_vanilla_transformer.series.grammar import tutorial_length
+    from hf_vanilla_transformer.tasks.series.grammar import tutorial_length
 
     tokenizer = tutorial_series_tokenizer()
     text = "sinh(2*g*x)**3 - 12*a/g + O(x**6)"
@@ -387,7 +386,7 @@ def test_train_tokenizer_script_integer_digits(tmp_path):
 def test_train_tokenizer_script_writes_the_tutorial_vocabulary(tmp_path):
     """The tutorial's tokenizer from the command line: nothing learned, every string of every split
     round-trips, and it is refused for translation."""
-    from hf_vanilla_transformer.series.dataset import generate_series_dataset
+    from hf_vanilla_transformer.tasks.series.dataset import generate_series_dataset
 
     generate_series_dataset(tmp_path / "data", 120, seed=2, test_size=20, validation_size=10, progress=False)
     common = ["train_tokenizer.py", "--tutorial_vocabulary", "--dataset", tmp_path / "data"]

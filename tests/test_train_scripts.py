@@ -41,6 +41,7 @@ def _run(args, cwd, timeout=600):
 # The paper's Multi30k recipe: its schedule (eq. 3) counts steps, not minutes, so a run's losses do not depend
 # on the machine's speed and runs can be compared step by step. The shipped recipe differs only in that.
 RECIPE = ROOT / "scripts" / "recipes" / "multi30k_de_en_paper.yaml"
+QUALITY_CURVE = ROOT / "scripts" / "benchmarks" / "quality_curve.py"
 
 
 def _tiny(translation_data):
@@ -95,7 +96,7 @@ def test_trainer_script_trains_evaluates_and_saves(trained_run):
 
 def test_quality_curve_scores_the_run_at_each_checkpoint(trained_run, translation_data, tmp_path):
     result = _run(
-        [sys.executable, str(ROOT / "scripts" / "quality_curve.py"), "--run_dir", str(trained_run),
+        [sys.executable, str(QUALITY_CURVE), "--run_dir", str(trained_run),
          "--last", "2", "--task", "translation", "--dataset", str(translation_data / "data"),
          "--split", "validation", "--max_examples", "6", "--num_beams", "1",
          "--output_dir", str(tmp_path / "curve")],
@@ -123,7 +124,7 @@ def test_quality_curve_of_one_run_per_budget_beside_an_earlier_curve(trained_run
     shutil.copytree(trained_run / "checkpoint-3", shorter / "checkpoint-3")
     common = ["--task", "translation", "--dataset", str(translation_data / "data"), "--split", "validation",
               "--max_examples", "6", "--num_beams", "1"]  # fmt: skip
-    script = str(ROOT / "scripts" / "quality_curve.py")
+    script = str(QUALITY_CURVE)
     _run([sys.executable, script, "--run_dir", str(trained_run), "--every", "9", "--last", "1", *common,
           "--output_dir", str(tmp_path / "one-run")], cwd=tmp_path)  # fmt: skip
     _run([sys.executable, script, "--run_dir", str(trained_run), str(shorter), "--last", "1", *common,
@@ -154,7 +155,7 @@ def test_quality_curve_of_one_run_per_budget_beside_an_earlier_curve(trained_run
 def test_quality_curve_refuses_what_it_cannot_draw(trained_run, tmp_path, options, message):
     (tmp_path / "old.json").write_text("[]")  # a list of points, without the curve's label and metric
     result = run_script_file(
-        ROOT / "scripts" / "quality_curve.py", "--run_dir", str(trained_run), str(trained_run),
+        QUALITY_CURVE, "--run_dir", str(trained_run), str(trained_run),
         "--task", "translation", "--dataset", "unused", *options, cwd=tmp_path,
     )  # fmt: skip
     assert result.returncode == 2 and message in result.stderr and "Traceback" not in result.stderr
@@ -203,8 +204,8 @@ def test_evaluate_script_on_series_reports_every_breakdown(tmp_path):
 
     from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
     from hf_vanilla_transformer.saving import save_model_folder
-    from hf_vanilla_transformer.series.dataset import generate_series_dataset
-    from hf_vanilla_transformer.tokenization import train_series_tokenizer
+    from hf_vanilla_transformer.tasks.series.dataset import generate_series_dataset
+    from hf_vanilla_transformer.tasks.series.tokenizer import train_series_tokenizer
 
     generate_series_dataset(tmp_path / "data", 80, seed=3, num_proc=1, test_size=8, validation_size=4,
                             progress=False)  # fmt: skip

@@ -31,6 +31,7 @@ from hf_vanilla_transformer.training import (
     missing_beyond_tied_copies,
     paper_learning_rate,
     paper_peak_learning_rate,
+    prepare_output_dir,
     token_budget_sampler,
 )
 
@@ -497,30 +498,30 @@ def test_training_refuses_an_earlier_runs_output_dir_unless_asked(tmp_path):
         r"to replace it, --resume_from_checkpoint true to continue it, or another "
         r"--output_dir",
     ):
-        RecipeArguments().check_output_dir(args)
+        prepare_output_dir(args.output_dir, False, overwrite=False)
     resume = Seq2SeqTrainingArguments(output_dir=str(run), resume_from_checkpoint=str(run / "checkpoint-200"))
-    RecipeArguments().check_output_dir(resume)
+    prepare_output_dir(resume.output_dir, True, overwrite=False)
     assert (run / "checkpoint-200").is_dir()
-    RecipeArguments(overwrite=True).check_output_dir(args)
+    prepare_output_dir(args.output_dir, False, overwrite=True)
     assert sorted(path.name for path in run.iterdir()) == ["notes.txt"]
-    RecipeArguments().check_output_dir(args)  # nothing of a run is left to refuse
-    RecipeArguments().check_output_dir(Seq2SeqTrainingArguments(output_dir=str(tmp_path / "new")))
+    prepare_output_dir(args.output_dir, False, overwrite=False)  # nothing of a run is left to refuse
+    prepare_output_dir(tmp_path / "new", False, overwrite=False)
 
 
 def test_a_folder_holding_a_saved_model_is_not_trained_into_unasked(tmp_path, tiny_model):
-    from hf_vanilla_transformer.training import PaperSeq2SeqTrainingArguments, RecipeArguments
+    from hf_vanilla_transformer.training import PaperSeq2SeqTrainingArguments
 
     tiny_model.save_pretrained(tmp_path / "model")
     args = PaperSeq2SeqTrainingArguments(output_dir=str(tmp_path / "model"), report_to=[])
     with pytest.raises(FileExistsError, match=r"holds a saved model \(config.json and weights\).*--model"):
-        RecipeArguments().check_output_dir(args)
-    RecipeArguments(overwrite=True).check_output_dir(args)  # asked: the run goes beside it, nothing deleted
+        prepare_output_dir(args.output_dir, False, overwrite=False)
+    prepare_output_dir(args.output_dir, False, overwrite=True)  # asked: the run goes beside it, untouched
     assert (tmp_path / "model" / "model.safetensors").is_file()
 
 
 def test_lengths_beyond_the_models_positions_are_refused_before_training():
     from hf_vanilla_transformer.tasks import DataArguments
-    from hf_vanilla_transformer.training.arguments import check_lengths_fit
+    from hf_vanilla_transformer.training.setup import check_lengths_fit
 
     config = tiny_config()  # 256 positions
     check_lengths_fit(DataArguments(max_source_length=256, max_target_length=200), config)

@@ -14,10 +14,10 @@ import pytest
 import torch
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.decoding import translating
+from hf_vanilla_transformer.decoding.generation import EXTRA_OUTPUT_TOKENS
+from hf_vanilla_transformer.decoding.translating import RECORD_SUFFIX, translate_lines
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.evaluation import translating
-from hf_vanilla_transformer.evaluation.generation import EXTRA_OUTPUT_TOKENS
-from hf_vanilla_transformer.evaluation.translating import RECORD_SUFFIX, translate_lines
 from hf_vanilla_transformer.saving import save_model_folder
 
 from .conftest import WORDS, make_word_tokenizer, tiny_config

@@ -1,4 +1,4 @@
-"""Tests for hf_vanilla_transformer.data.translation: reading, loading, tokenizing and collating."""
+"""Tests for hf_vanilla_transformer.tasks.translation.data: reading, loading, tokenizing and collating."""
 
 import gzip
 import json
@@ -10,7 +10,7 @@ import pytest
 from datasets import DatasetDict, Translation
 
 from hf_vanilla_transformer.data import translation
-from hf_vanilla_transformer.data.translation import (
+from hf_vanilla_transformer.tasks.translation.data import (
     LABEL_PAD_TOKEN_ID,
     build_seq2seq_collator,
     iter_text_lines,
@@ -20,7 +20,7 @@ from hf_vanilla_transformer.data.translation import (
     tokenize_translation,
     translation_languages,
 )
-from hf_vanilla_transformer.tokenization import EOS_TOKEN_ID, PAD_TOKEN_ID, train_translation_tokenizer
+from hf_vanilla_transformer.tokenization import EOS_TOKEN_ID, PAD_TOKEN_ID, train_bpe_tokenizer
 
 FIXTURE = Path(__file__).parent / "fixtures" / "multi30k"
 FIRST_PAIR = {
@@ -36,7 +36,7 @@ def multi30k():
 
 def train_fixture_tokenizer():
     files = [FIXTURE / "train.de.gz", FIXTURE / "train.en.gz"]
-    return train_translation_tokenizer(files, vocab_size=400, model_max_length=64, show_progress=False)
+    return train_bpe_tokenizer(files, vocab_size=400, model_max_length=64, show_progress=False)
 
 
 @pytest.fixture(scope="module")

@@ -16,7 +16,7 @@ from datasets import Dataset, Features, Translation
 from benchmarks import gpu_estimate
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
 from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args
-from hf_vanilla_transformer.data.translation import load_parallel_text
+from hf_vanilla_transformer.tasks.translation.data import load_parallel_text
 from hf_vanilla_transformer.training import LOSS_LOG_NAME, TRAINING_ARGUMENTS, load_config_overrides
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,20 +1,11 @@
-"""Our evaluation metrics as local `evaluate` modules, loadable offline.
+"""What every task's metric shares: exact match, its binomial standard error, the check that predictions and
+references pair up, and loading a metric script shipped in the package (`load_local_metric`).
 
 Loading a metric by its Hub name (e.g. sacrebleu) fetches a script from the Hugging Face Hub and fails without
-a network. The modules here ship inside the package (as package data) and are loaded by absolute path, which
-evaluate resolves locally, from a source checkout or from an installed wheel:
-
-* ``translation_metrics/translation_metrics.py``: sacreBLEU (13a, cased; optionally lowercased)
-  and chrF, each with its sacrebleu signature.
-* ``series_metrics/series_metrics.py``: exact match, sympy equivalence and parse rate of
-  predicted Taylor series, each with its binomial standard error.
-
->>> metric = load_translation_metric()
->>> metric.compute(predictions=["A dog runs."], references=["A dog runs."])["score"]  # doctest: +ELLIPSIS
-100.0...
-
-evaluate copies each script into its own cache and imports it from there; the scripts import what they
-share (the series grammar and comparison, `binomial_standard_error`) from the installed package.
+a network. A task's metric is a local `evaluate` module beside its task
+(`tasks/translation/translation_metrics/`, `tasks/series/series_metrics/`), shipped as package data and
+loaded by its absolute path, which evaluate resolves locally. evaluate copies each script into its own cache
+and imports it from there; the scripts import what they share from the installed package.
 """
 
 from __future__ import annotations
@@ -24,17 +15,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from .._moved import moved_name
+
 if TYPE_CHECKING:  # importing evaluate takes seconds (it pulls in transformers); only on use
     import evaluate
-
-_METRICS_DIR = Path(__file__).resolve().parent
-
-# Strings, not Paths: evaluate.load() calls str methods on its argument.
-TRANSLATION_METRIC_PATH: str = str(_METRICS_DIR / "translation_metrics" / "translation_metrics.py")
-"""Absolute path of the sacreBLEU + chrF module script; ``evaluate.load(TRANSLATION_METRIC_PATH)``."""
-
-SERIES_METRIC_PATH: str = str(_METRICS_DIR / "series_metrics" / "series_metrics.py")
-"""Absolute path of the series exact/symbolic match module script; ``evaluate.load(SERIES_METRIC_PATH)``."""
 
 
 def check_pairs(predictions: Sequence, references: Sequence, measure: str) -> None:
@@ -70,45 +54,21 @@ def binomial_standard_error(proportion: float, n: int) -> float:
     return math.sqrt(proportion * (1.0 - proportion) / n)
 
 
-def _load_local_module(path: str, **load_kwargs: Any) -> evaluate.EvaluationModule:
+def load_local_metric(path: str, **load_kwargs: Any) -> evaluate.EvaluationModule:
+    """`evaluate.load` of a metric script shipped inside the package (a task's), by its absolute path: loaded
+    offline, from a source checkout or an installed wheel."""
     if not Path(path).is_file():
         raise FileNotFoundError(
-            f"metric script {path} is missing from the installed package; the wheel must ship "
-            "hf_vanilla_transformer/metrics/**/*.py as package data (see pyproject.toml)"
+            f"metric script {path} is missing from the installed package; the wheel must ship every "
+            "metric script under hf_vanilla_transformer/tasks/ as package data (see pyproject.toml)"
         )
     import evaluate
 
-    return evaluate.load(path, **load_kwargs)
+    return evaluate.load(str(path), **load_kwargs)
 
 
-def load_translation_metric(**load_kwargs: Any) -> evaluate.EvaluationModule:
-    """Load sacreBLEU + chrF from the local module; never touches the network.
-
-    Args:
-        **load_kwargs: passed on to ``evaluate.load`` (e.g. ``experiment_id``, ``keep_in_memory``).
-
-    ``compute(predictions, references, lowercase=False, tokenize="13a")`` returns ``score``,
-    ``signature``, ``precisions``, ``bp``, ``sys_len``, ``ref_len``, ``chrf`` and ``chrf_signature``.
-    """
-    return _load_local_module(TRANSLATION_METRIC_PATH, **load_kwargs)
+__all__ = ["binomial_standard_error", "check_pairs", "exact_match", "load_local_metric"]
 
 
-def load_series_metric(**load_kwargs: Any) -> evaluate.EvaluationModule:
-    """Load the Taylor-series metric from the local module; never touches the network.
-
-    Args:
-        **load_kwargs: passed on to ``evaluate.load`` (e.g. ``experiment_id``, ``keep_in_memory``).
-
-    ``compute(predictions, references, timeout=5.0)`` returns ``n``, ``exact_match``,
-    ``symbolic_match``, ``parse_rate``, ``term_match`` (each with a ``*_stderr``) and ``timeouts``.
-    """
-    return _load_local_module(SERIES_METRIC_PATH, **load_kwargs)
-
-
-__all__ = [
-    "SERIES_METRIC_PATH",
-    "TRANSLATION_METRIC_PATH",
-    "binomial_standard_error",
-    "load_series_metric",
-    "load_translation_metric",
-]
+def __getattr__(name: str):
+    return moved_name(__name__, name)

@@ -5,7 +5,11 @@ match as the metric, inputs taken whole. A task overrides what differs; docs/tas
 
 from __future__ import annotations
 
+import functools
+import inspect
+import warnings
 from pathlib import Path
+from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from datasets import Dataset, DatasetDict
@@ -16,7 +20,6 @@ from ..metrics import binomial_standard_error, exact_match
 
 if TYPE_CHECKING:
     from ..data.preprocessing import TextField
-    from .data import DataArguments, DatasetArguments
 
 # The splits of a task's data set: what training, validation during training and evaluation read.
 SPLITS = ("train", "validation", "test")
@@ -24,7 +27,8 @@ SPLITS = ("train", "validation", "test")
 
 class Task:
     """One task: subclass it, set `name` (and what differs from the defaults), decorate it with
-    `@register_task`."""
+    `@register_task`. Every hook is given the task's own options (an instance of `options`, or None for a
+    task without them) and the data it works on."""
 
     name: ClassVar[str]
     # The source and target columns of the task's data set (`text_fields` reads them; a column of dicts, as
@@ -54,6 +58,13 @@ class Task:
     # The task of a model whose config names none (folders saved before configs recorded it, imports).
     claims_unnamed_models: ClassVar[bool] = False
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for hook in ARGS_HOOKS:
+            method = cls.__dict__.get(hook)
+            if method is not None and "args" in inspect.signature(method).parameters:
+                setattr(cls, hook, _given_args(method, hook))
+
     @property
     def data_made_by(self) -> str:
         """The command that prepares the task's data, for the error that asks for one."""
@@ -73,8 +84,8 @@ class Task:
         comes from elsewhere says where in `data_made_by`."""
         raise UsageError(f"Task {self.name!r} makes no data of its own: {self.data_made_by}.")
 
-    def languages(self, args: DatasetArguments) -> list[str] | None:
-        """The source and target languages of a model trained on `args`'s data, if it has any."""
+    def languages(self, options) -> list[str] | None:
+        """The source and target languages of a model trained with the task's `options`, if it has any."""
         return None
 
     def check_input(self, text: str) -> None:
@@ -92,34 +103,38 @@ class Task:
             )
         return load_saved_dataset(path)
 
-    def text_fields(self, args: DataArguments) -> tuple[TextField, TextField]:
+    def text_fields(self, options) -> tuple[TextField, TextField]:
         """`(column, key)` of the source and of the target text."""
         return (self.source_column, None), (self.target_column, None)
 
-    def load_raw(self, args: DatasetArguments, streaming: bool = False) -> DatasetDict:
-        """The task's `DatasetDict` (train / validation / test), checked for the columns it needs; with
-        `streaming`, splits it can stream may be `IterableDataset`s."""
-        dataset = self.load_prepared(args.dataset)
-        wanted = {column for column, _ in self.text_fields(args)}
+    def load_raw(
+        self, dataset: str, dataset_config: str | None, options, streaming: bool = False
+    ) -> DatasetDict:
+        """The task's `DatasetDict` (train / validation / test) from `dataset` (a folder or a Hub name, with
+        its `dataset_config`), checked for the columns it needs; with `streaming`, splits it can stream may be
+        `IterableDataset`s."""
+        folder = dataset
+        dataset = self.load_prepared(folder)
+        wanted = {column for column, _ in self.text_fields(options)}
         for split, ds in dataset.items():
             if not wanted <= set(ds.column_names):
                 raise UsageError(
-                    f"Split '{split}' of {args.dataset} lacks the column(s) {', '.join(sorted(wanted))} of "
+                    f"Split '{split}' of {folder} lacks the column(s) {', '.join(sorted(wanted))} of "
                     f"task {self.name!r}: it has {', '.join(ds.column_names)}. `{self.data_made_by}` makes "
                     "its data."
                 )
         return dataset
 
-    def add_training_data(self, raw: DatasetDict, held_out: Any, args: DataArguments) -> DatasetDict:
-        """Extra training pairs the arguments ask for (none by default); `held_out` is
-        `held_out_data(raw)`."""
+    def add_training_data(self, raw: DatasetDict, held_out: Any, options) -> DatasetDict:
+        """Extra training pairs the options ask for (none by default); `held_out` is
+        `held_out_data(raw, options)`."""
         return raw
 
-    def held_out_data(self, raw: DatasetDict, args: DataArguments) -> Any:
+    def held_out_data(self, raw: DatasetDict, options) -> Any:
         """What `add_training_data` must never produce, read before any split is cut down."""
         return None
 
-    def refuses_streaming(self, args: DataArguments) -> str | None:
+    def refuses_streaming(self, options) -> str | None:
         """Why the task's options forbid reading the train split as a stream, if they do."""
         return None
 
@@ -143,7 +158,7 @@ class Task:
         predictions: list[str],
         references: list[str],
         train_sources,
-        args: DataArguments,
+        options,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
         """Extra metrics and extra report sections (breakdowns) of an evaluation report; `train_sources`, when
         not None, reads the training sources when called."""
@@ -152,11 +167,45 @@ class Task:
     def train_tokenizer(self, corpus, vocab_size: int, options, **settings):
         """Train a tokenizer for the task on texts or text files; `options` are the task's, `settings` the
         script's (`min_frequency`, `model_max_length`, `output_dir`). By default a joint BPE over words, exact
-        on decoding (`tokenization.train_translation_tokenizer`)."""
-        from ..tokenization import train_translation_tokenizer
+        on decoding (`tokenization.train_bpe_tokenizer`)."""
+        from ..tokenization import train_bpe_tokenizer
 
-        return train_translation_tokenizer(corpus, vocab_size, **settings)
+        return train_bpe_tokenizer(corpus, vocab_size, **settings)
 
     def tokenizer_check_texts(self, validation: Dataset) -> dict[str, list[str]]:
         """Groups of validation texts on which `scripts/train_tokenizer.py` reports tokens per text."""
         return {column: validation[column] for column in self.tokenizer_columns}
+
+
+# The hooks that 0.6 gave the command line's arguments (`args.options`, `args.dataset`) instead of the task's
+# options: a task file written for 0.6 keeps working until 0.8.0, with a warning.
+ARGS_HOOKS = (
+    "languages",
+    "text_fields",
+    "load_raw",
+    "add_training_data",
+    "held_out_data",
+    "refuses_streaming",
+    "report_details",
+)
+
+
+def _given_args(method, hook: str):
+    """`method`, a hook written for 0.6 that reads `args`, called the way hooks are called now."""
+
+    @functools.wraps(method)
+    def hook_of_0_6(self, *given, **named):
+        warnings.warn(
+            f"{type(self).__name__}.{hook} takes `args`: since hf-vanilla-transformer 0.7.0 every task hook "
+            "takes the task's options instead (docs/tasks.md); `args` goes in 0.8.0.",
+            DeprecationWarning,
+            stacklevel=2,
+        )
+        if hook == "load_raw":
+            dataset, dataset_config, options, *streaming = given
+            args = SimpleNamespace(dataset=dataset, dataset_config=dataset_config, options=options)
+            return method(self, args, *streaming, **named)
+        *data, options = given
+        return method(self, *data, SimpleNamespace(options=options), **named)
+
+    return hook_of_0_6

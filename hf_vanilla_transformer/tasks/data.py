@@ -116,7 +116,7 @@ class DatasetArguments(TaskChoice, Options):
         another) and its `langs` where the task has languages (the pipeline splits a text by the source's
         rules)."""
         config.task = self.task_spec.name
-        config.langs = self.task_spec.languages(self)
+        config.langs = self.task_spec.languages(self.options)
 
     def load_raw(self, streaming: bool = False) -> DatasetDict:
         """The task's raw splits of `dataset` (`Task.load_raw`)."""
@@ -125,7 +125,7 @@ class DatasetArguments(TaskChoice, Options):
                 "No data set given: pass --dataset (a prepared folder or a Hub name; "
                 f"`{self.task_spec.data_made_by}` makes one)."
             )
-        return self.task_spec.load_raw(self, streaming)
+        return self.task_spec.load_raw(self.dataset, self.dataset_config, self.options, streaming)
 
 
 @dataclass
@@ -178,7 +178,7 @@ class DataArguments(DatasetArguments):
 def load_split_texts(args: DatasetArguments, split) -> tuple[list[str], list[str]]:
     """Source and target texts of one split (a `Dataset`) of the task's raw data."""
     texts = []
-    for column, key in args.task_spec.text_fields(args):
+    for column, key in args.task_spec.text_fields(args.options):
         values = split[column]
         texts.append([row[key] for row in values] if key is not None else list(values))
     return texts[0], texts[1]
@@ -192,7 +192,7 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
         return prepare_stream(args, tokenizer)
     task = args.task_spec
     raw = args.load_raw()
-    held_out = task.held_out_data(raw, args)  # before `max_eval_examples` cuts the held-out splits
+    held_out = task.held_out_data(raw, args.options)  # before `max_eval_examples` cuts the held-out splits
     for split, limit in (
         ("train", args.max_train_examples),
         ("validation", args.max_eval_examples),
@@ -200,8 +200,8 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     ):
         if limit is not None and split in raw and raw[split].num_rows > limit:
             raw[split] = raw[split].select(range(limit))
-    raw = task.add_training_data(raw, held_out, args)
-    source, target = task.text_fields(args)
+    raw = task.add_training_data(raw, held_out, args.options)
+    source, target = task.text_fields(args.options)
     tokenized, _ = tokenize_pairs(
         raw, tokenizer, source, target, args.max_source_length, args.max_target_length, num_proc=args.num_proc
     )
@@ -219,7 +219,7 @@ def prepare_stream(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> d
     pairs dropped as they come); the held-out splits read whole and tokenized as `prepare_dataset` does. The
     tokenizer is checked on the stream's first pairs."""
     task = args.task_spec
-    refusal = task.refuses_streaming(args)
+    refusal = task.refuses_streaming(args.options)
     if refusal:
         raise UsageError(refusal)
     raw = args.load_raw(streaming=True)
@@ -238,7 +238,7 @@ def prepare_stream(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> d
         elif limit is not None:
             dataset = dataset.select(range(min(limit, dataset.num_rows)))
         held_out[split] = dataset
-    source, target = task.text_fields(args)
+    source, target = task.text_fields(args.options)
     tokenized, _ = tokenize_pairs(
         held_out, tokenizer, source, target, args.max_source_length, args.max_target_length, args.num_proc
     )

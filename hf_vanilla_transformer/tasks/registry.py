@@ -2,10 +2,11 @@
 things a model here is trained for. Code outside a task's own module asks the registry for the task object and
 never names a task (tests/test_layout.py).
 
-A task joins the registry in one of two ways:
+A task joins the registry in one of three ways:
+- it is a package of this one's `tasks/` (`tasks/translation/`, `tasks/series/`): a built-in task, found when
+  the registry is first asked, by the package's name alone;
 - a package declares it as an entry point of the group `hf_vanilla_transformer.tasks` (`name =
-  "module:Class"` in its pyproject.toml), as this package declares its own two; it is found when first
-  asked for;
+  "module:Class"` in its pyproject.toml); it is found when first asked for;
 - a Python file defines it with `@register_task` and is named where a task is (`--task path/to/file.py`),
   and is imported then (fairseq's `--user-dir`, for a task that lives in one file).
 
@@ -21,9 +22,11 @@ plain text-to-text model: the pipeline, translate.py and the demo take it (`find
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import importlib.util
 import inspect
 import os
+import pkgutil
 import re
 import sys
 import traceback
@@ -140,6 +143,17 @@ def _read_entry_points() -> None:
     if _entry_points_read:
         return
     _entry_points_read = True
+    for package in pkgutil.iter_modules([str(Path(__file__).parent)]):
+        if package.ispkg:  # a built-in task: its class registers itself as its package is imported
+            try:
+                importlib.import_module(f"{__package__}.{package.name}")
+                if package.name not in _TASKS:
+                    raise UsageError(
+                        f"hf_vanilla_transformer/tasks/{package.name}/ registers no task named "
+                        f"{package.name!r}: a built-in task's package is named as its task."
+                    )
+            except Exception as error:
+                _BROKEN[package.name] = error
     for point in entry_points(group=ENTRY_POINT_GROUP):
         # A task that cannot load breaks no other: its error is raised when it is asked for.
         try:

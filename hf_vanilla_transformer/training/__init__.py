@@ -1,7 +1,7 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
 `batching` (token-budget batches and their options), `logs` (loss log and curves), `budget` (training by the
-clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the recipe's dataclasses, and
-`set_up_training`, what both training scripts build from them), `resume` (what a checkpoint records of the
+clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the run's option dataclasses), `setup`
+(`set_up_training`, what both training scripts build from them), `resume` (what a checkpoint records of the
 batches and the model, checked on resuming; a finished run left alone) and `trainer` (`run_training`, the
 Trainer path, and the `Seq2SeqTrainer` subclass on token-budget batches, with full weights gathered under
 FSDP and DeepSpeed, and no false "missing keys" on resuming). Their public names are importable from here. The
@@ -23,14 +23,6 @@ from .arguments import (
     ModelArguments,
     PaperSeq2SeqTrainingArguments,
     RecipeArguments,
-    build_model,
-    check_lengths_fit,
-    choose_schedule,
-    load_config_overrides,
-    model_config,
-    prepare_output_dir,
-    prepare_training,
-    set_up_training,
 )
 from .averaging import average_checkpoints, last_checkpoints
 from .batching import (
@@ -46,6 +38,16 @@ from .faults import DiskFullError, Interruption, Watchdog
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME, LossLog, LossPlotCallback, plot_loss_curves
 from .resume import CONTRACT_NAME, ResumeContract, RunFinished, run_is_over
 from .schedules import clock_linear_schedule, paper_learning_rate, paper_peak_learning_rate
+from .setup import (
+    build_model,
+    check_lengths_fit,
+    choose_schedule,
+    load_config_overrides,
+    model_config,
+    prepare_output_dir,
+    prepare_training,
+    set_up_training,
+)
 from .trainer import (
     FullWeightsCallback,
     TokenBudgetSeq2SeqTrainer,

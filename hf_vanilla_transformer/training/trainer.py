@@ -1,5 +1,5 @@
 """`run_training`: the recipe on `Seq2SeqTrainer` (what `scripts/train.py` runs); `build_trainer`, the Trainer
-it runs, also for measuring it (`scripts/profile_training.py`);
+it runs, also for measuring it (`scripts/benchmarks/profile_training.py`);
 `TokenBudgetSeq2SeqTrainer`, the Trainer subclass both use; and `gathered_model` and `FullWeightsCallback`,
 which give a run sharded by FSDP or DeepSpeed full weights in its checkpoints and final folder."""
 
@@ -25,14 +25,7 @@ from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..data.preprocessing import build_seq2seq_collator
 from ..tasks import DataArguments, make_compute_metrics
-from .arguments import (
-    TASK_METRIC,
-    ModelArguments,
-    PaperSeq2SeqTrainingArguments,
-    RecipeArguments,
-    prepare_training,
-    trainer_contract,
-)
+from .arguments import TASK_METRIC, ModelArguments, PaperSeq2SeqTrainingArguments, RecipeArguments
 from .batching import TokenBudgetBatchSampler, token_budget_sampler
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .checkpoints import (
@@ -46,6 +39,7 @@ from .faults import FaultsCallback, Interruption, Watchdog, disk_full_error, is_
 from .logs import LossPlotCallback
 from .resume import ResumeContract, run_is_over
 from .schedules import clock_linear_schedule
+from .setup import prepare_training, trainer_contract
 from .streaming import StreamedTokenBudgetBatches, load_stream_state, save_stream_state, streamed_batches
 
 logger = logging.getLogger(__name__)

@@ -1,9 +1,18 @@
-"""The project's research tooling, beside the scripts that run it and not installed with the package: a
-script in scripts/ imports it as `benchmarks` (its folder is the script's path), as the tests do (pytest's
-`pythonpath`). `harness` times training and decoding against MarianMTModel (and the CTranslate2 export) and
-formats the tables of docs/benchmarks.md (`scripts/benchmark.py`); `ctranslate2_timing` is the torch-free
-process that times the export, run by its path; `training_profile` splits a recipe's training step into
-phases and operators (`scripts/profile_training.py`); `gpu_estimate` estimates the paper's WMT14 recipes' GPU
-hours from FLOPs (`scripts/estimate_gpu_time.py`); `quality_curve` scores a run's checkpoints against its
-clock (`scripts/quality_curve.py`); `seed_comparison` and `fairseq_logs` compare recipes with seeds, fairseq
-beside us (`multi30k_seeds.py` here). Nothing is imported here."""
+"""The project's research and measurement tooling, not installed with the package and not a user's commands
+(those are in scripts/): the commands that measure, each run as `python scripts/benchmarks/<name>.py` from any
+folder (each puts scripts/ first on its path, so that it imports this folder as `benchmarks`), and the modules
+they import, which the tests import as `benchmarks` too (pytest's `pythonpath`).
+
+- `benchmark.py` times training and decoding against MarianMTModel (and the CTranslate2 export) and prints
+  the tables of docs/benchmarks.md, by `harness`; `ctranslate2_timing` is the torch-free process that times
+  the export, run by its path.
+- `benchmark_corpus.py` runs the WMT14 recipe's data path on corpora of growing size, by `corpus_scale`.
+- `profile_training.py` splits a recipe's training step into phases and operators, by `training_profile`.
+- `estimate_gpu_time.py` estimates the paper's WMT14 recipes' GPU hours from FLOPs, by `gpu_estimate`.
+- `quality_curve.py` scores a run's checkpoints against its clock (the command and its functions).
+- `multi30k_seeds.py` compares recipes with seeds, fairseq beside us, by `seed_comparison` and
+  `fairseq_logs` (and `fairseq_prepare.sh`, `fairseq_train.sh`).
+- `time_checkpoint_save.py` times a checkpoint's save; `check_gpus.py` checks the package on two GPUs;
+  `demo_screenshot.py` makes docs/demo.png from the demo page (scripts/demo.py).
+
+Nothing is imported here."""

@@ -15,7 +15,7 @@ runs, its processes (the command and everything it starts) are read every 0.2 s 
 - time to the first step: when the run's `loss_log.jsonl` (written at every logging step, here every step)
   first appears, from the command's start.
 
-`scripts/benchmark_corpus.py` is the command line.
+`scripts/benchmarks/benchmark_corpus.py` is the command line.
 """
 
 from __future__ import annotations

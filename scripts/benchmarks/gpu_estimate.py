@@ -1,6 +1,6 @@
 """Estimates of how long the paper's WMT14 recipes (scripts/recipes/wmt14_en_de_{base,big}.yaml) take on
-current GPUs, from the model's FLOPs (`scripts/estimate_gpu_time.py`). Estimates, not measurements: nothing
-is trained.
+current GPUs, from the model's FLOPs (`estimate_gpu_time.py` beside this file). Estimates, not measurements:
+nothing is trained.
 
 Work per step: 6 x (encoder weights x source tokens + (decoder weights + output projection) x target tokens),
 the matrix products of forward and backward (attention scores left out, a few per cent at WMT lengths), for

@@ -10,7 +10,7 @@ runs taken under load can be spotted. Optionally, our model exported to CTransla
 timed on the same decoding tasks in a separate torch-free process, right after; and greedy generate() with a
 static cache and its decoding step compiled by torch.compile, for both models.
 
-`scripts/benchmark.py` is the command line.
+`scripts/benchmarks/benchmark.py` is the command line.
 """
 
 from __future__ import annotations
@@ -499,7 +499,7 @@ def format_markdown(results: dict) -> str:
     if not isinstance(results, dict) or not results.get("shapes"):
         raise UsageError(
             "Not the JSON of a benchmark run (no 'shapes'): "
-            "pass the file `scripts/benchmark.py --output` wrote."
+            "pass the file `scripts/benchmarks/benchmark.py --output` wrote."
         )
     shapes = list(results["shapes"])
     header = "| measure | " + " | ".join(f"{s}: ours | {s}: Marian | {s}: ours/Marian" for s in shapes) + " |"

@@ -68,8 +68,8 @@ from benchmarks.seed_comparison import (
 from hf_vanilla_transformer.cli import load_recipe, make_parser, parse_arguments, read_recipe_file, run_script
 from hf_vanilla_transformer.data.files import load_saved_dataset
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.metrics import load_translation_metric
 from hf_vanilla_transformer.options import Options
+from hf_vanilla_transformer.tasks.translation.translation_metrics import load_translation_metric
 from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
 from hf_vanilla_transformer.training.logs import LOSS_LOG_NAME
 

@@ -1,4 +1,4 @@
-"""Where a training step of a recipe spends its time (`scripts/profile_training.py`).
+"""Where a training step of a recipe spends its time (`scripts/benchmarks/profile_training.py`).
 
 The recipe's own Trainer (`training.build_trainer`: its data, token-budget batches, model, optimizer and
 callbacks) trains for a few steps. A callback reads the clock at the Trainer's hooks, which splits each step

@@ -1,0 +1,272 @@
+"""Decoding a saved model's inputs, shared by scoring (`evaluation`) and the file translator (`translating`):
+generate() settings from a command's options over the saved generation config (`generation_settings`),
+batches sorted by token length (`generate_in_batches`), the paper's output limit of source length + 50
+(§6.1, `SourceLengthLimit`), texts cut into sentences and joined again (`generate_documents`), and the checks
+made before a model is loaded (a device, a length past the model's positions, an output file).
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+import torch
+from tqdm.auto import tqdm
+from transformers import LogitsProcessor, LogitsProcessorList
+
+from ..errors import UsageError
+from ..outputs import check_writable
+from ..sentences import sentence_rules, split_document, translate_documents
+from ..tasks import Task
+
+logger = logging.getLogger(__name__)
+
+
+def check_device(name: str) -> torch.device:
+    """The device `--device` names, refused in one line if it is none or this machine lacks it."""
+    try:
+        device = torch.device(name)
+    except RuntimeError as error:
+        raise UsageError(f"--device {name!r} is not a device: give cpu, cuda or cuda:N.") from error
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise UsageError(f"--device {name}: this machine has no CUDA GPU; pass --device cpu.")
+    return device
+
+
+# §6.1: "maximum output length to input length + 50".
+EXTRA_OUTPUT_TOKENS = 50
+
+
+def length_limit(max_new_tokens: int) -> dict:
+    """generate()'s keyword for at most `max_new_tokens` new tokens, given as the decoder's total length
+    (start token + new tokens), which is what generate() turns `max_new_tokens` into: `max_new_tokens` beside
+    a model's saved `max_length` makes generate() warn on every call that one overrides the other."""
+    return {"max_length": 1 + int(max_new_tokens)}
+
+
+def default_max_new_tokens(task: Task, generation_config, source_tokens: int) -> int:
+    """How many tokens a task's output may take: the saved config's `max_length` for tasks whose outputs are
+    many times longer than their inputs (series), else the source's length + 50 (§6.1)."""
+    if task.output_length_from_config:
+        return generation_config.max_length
+    return source_tokens + EXTRA_OUTPUT_TOKENS
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Refuse an output file that cannot be written where it is asked for, for library callers (the scripts'
+    parse checks the same): a folder, or a path under a file or in a folder that cannot be written into
+    (`outputs.check_writable`)."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{option} {path} is a folder: give a file to write to.")
+    check_writable(path, option)
+
+
+def check_length_options(options: dict[str, int | None], limit: int | None, model: str) -> None:
+    """Refuse, before anything is read or loaded, a length option (`options`: name -> value given) that asks
+    for more tokens than the model has positions (`limit`, its `max_position_embeddings`): generate() would
+    fail at that length, deep inside the model."""
+    if limit is None:
+        return
+    for name, value in options.items():
+        if value is not None and value > limit:
+            raise UsageError(
+                f"--{name} {value} is more than the {limit} positions of {model} (its "
+                f"max_position_embeddings): give --{name} {limit} or less."
+            )
+
+
+# generate() options that a command may set beyond beams, length penalty and length (translate.py's); unset,
+# they are the saved generation config's, and the settings do not name them.
+OPTIONAL_GENERATE_OPTIONS = (
+    "top_k",
+    "top_p",
+    "temperature",
+    "no_repeat_ngram_size",
+    "repetition_penalty",
+    "min_new_tokens",
+)
+
+
+def generation_settings(eval_args, task: Task, generation_config) -> dict:
+    """generate() keyword arguments: the command line's choices (`eval_args`: an evaluation's or a
+    translation's arguments) over the model's saved generation config.
+
+    Without `--max_new_tokens`, the task decides: None (`generate_texts` then allows source length + 50,
+    §6.1), or the saved config's `max_length` for tasks whose outputs are many times longer than their inputs.
+    """
+    max_new_tokens = eval_args.max_new_tokens
+    if max_new_tokens is None and task.output_length_from_config:  # else per batch, from its sources
+        max_new_tokens = default_max_new_tokens(task, generation_config, source_tokens=0)
+    # transformers v5 leaves a field the saved config lacks unset (None) until generate() fills it with its
+    # default: beam 1, length penalty 1.0 (a Marian folder's config names no length penalty).
+    num_beams = eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams or 1
+    do_sample = bool(getattr(eval_args, "do_sample", False))
+    settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens, "do_sample": do_sample}
+    if num_beams > 1:  # greedy has no length penalty: passing one makes generate() warn that it is ignored
+        length_penalty = (
+            eval_args.length_penalty
+            if eval_args.length_penalty is not None
+            else generation_config.length_penalty
+        )
+        settings["length_penalty"] = 1.0 if length_penalty is None else length_penalty
+    for name in OPTIONAL_GENERATE_OPTIONS:  # only where the arguments have them (translate.py's do)
+        if getattr(eval_args, name, None) is not None:
+            settings[name] = getattr(eval_args, name)
+    return settings
+
+
+def length_sorted_batches(
+    lengths: Sequence[int], batch_size: int, max_tokens: int | None = None
+) -> list[list[int]]:
+    """The indices of `lengths` (token counts) cut into batches of similar lengths, longest first: at most
+    `batch_size` a batch and, with `max_tokens`, at most that many tokens padded to the batch's longest (a
+    longer input goes alone). Sorting pads little; the longest batch first shows at once the memory a run
+    needs. Equal lengths keep their input order, so the same inputs always make the same batches: what several
+    processes sharing the batches (translate.py) rely on to decode as one process does."""
+    order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
+    batches: list[list[int]] = []
+    for index in order:
+        batch = batches[-1] if batches else None
+        if (
+            batch is None
+            or len(batch) == batch_size
+            or (max_tokens is not None and (len(batch) + 1) * lengths[batch[0]] > max_tokens)
+        ):
+            batches.append([index])
+        else:
+            batch.append(index)
+    return batches
+
+
+def generate_in_batches(
+    texts: Sequence[str],
+    lengths: Sequence[int],
+    decode: Callable[[list[str]], list[str]],
+    batch_size: int,
+    max_tokens: int | None = None,
+    share: tuple[int, int] = (0, 1),
+    before_batch: Callable[[int], None] | None = None,
+    after_batch: Callable[[int], None] | None = None,
+) -> dict[int, str]:
+    """`decode` (a batch of texts -> their outputs) over `texts` in `length_sorted_batches` of their token
+    `lengths`: the batching of evaluation and of translate.py, for any backend. `share` = (rank, processes):
+    this process decodes every `processes`-th batch from its rank on, and gets {index: output} for those.
+    `before_batch(number)` runs before each (to seed sampling by the batch, not by the process);
+    `after_batch(size)` after it (progress)."""
+    rank, processes = share
+    batches = length_sorted_batches(lengths, batch_size, max_tokens)
+    outputs: dict[int, str] = {}
+    for number in range(rank, len(batches), processes):
+        indices = batches[number]
+        if before_batch is not None:
+            before_batch(number)
+        for index, output in zip(indices, decode([texts[i] for i in indices]), strict=True):
+            outputs[index] = output.strip()
+        if after_batch is not None:
+            after_batch(len(indices))
+    return outputs
+
+
+class SourceLengthLimit(LogitsProcessor):
+    """Ends each source's output once it holds its own number of new tokens, `limits[i]` (the paper's input
+    length + 50, §6.1), by forcing `</s>` as the next token (so `</s>` is the limit's one more). generate()
+    has one `max_length` for a whole batch: without this, an output could run to the longest source's limit,
+    and a sentence's translation would depend on the batch it was put in."""
+
+    def __init__(self, limits: Sequence[int], eos_token_id: int | Sequence[int]):
+        self.limits = torch.tensor(list(limits))
+        self.eos = torch.tensor([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id))
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        generated = input_ids.shape[-1] - 1  # after the decoder start token
+        rows_per_source = input_ids.shape[0] // len(self.limits)  # beams (batch-major), else 1
+        ended = (self.limits <= generated).repeat_interleave(rows_per_source).to(scores.device)
+        if not ended.any():
+            return scores
+        scores = scores.masked_fill(ended[:, None], -math.inf)
+        rows = ended.nonzero()
+        scores[rows, self.eos.to(scores.device)[None, :]] = 0
+        return scores
+
+
+def position_limit(model) -> int | None:
+    """How many positions the model's encoder and decoder take, if its config says (None: no limit known)."""
+    return getattr(model.config, "max_position_embeddings", None)
+
+
+def source_lengths(model, tokenizer, sources: Sequence[str]) -> list[int]:
+    """Each source's token count as `generate_batch` feeds it (cut to the model's positions), warning once
+    for sources that are cut."""
+    if not sources:
+        return []
+    limit = position_limit(model)
+    lengths = [len(ids) for ids in tokenizer(list(sources), verbose=False)["input_ids"]]
+    if limit is not None and any(length > limit for length in lengths):
+        cut = sum(length > limit for length in lengths)
+        logger.warning(
+            "%d input(s) longer than the model's %d positions are cut to that many tokens.",
+            cut,
+            limit,
+        )
+        lengths = [min(length, limit) for length in lengths]
+    return lengths
+
+
+def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> list[str]:
+    """One generate() call on `sources` (cut to the model's positions), decoded to text. Without
+    `max_new_tokens` in `generation`, each source's output takes at most its length + 50 tokens (§6.1),
+    whatever else is in the batch (`SourceLengthLimit`)."""
+    limit = position_limit(model)
+    batch = tokenizer(
+        sources, return_tensors="pt", padding=True, truncation=limit is not None, max_length=limit
+    ).to(model.device)
+    kwargs = dict(generation)
+    max_new_tokens = kwargs.pop("max_new_tokens", None)
+    if max_new_tokens is None:
+        limits = (batch["attention_mask"].sum(dim=1) + EXTRA_OUTPUT_TOKENS).tolist()
+        if limit is not None:  # the start token and the output are fed to the decoder (not the last </s>)
+            limits = [min(length, limit - 1) for length in limits]
+        max_new_tokens = max(limits)
+        eos = model.generation_config.eos_token_id
+        eos = tokenizer.eos_token_id if eos is None else eos
+        if eos is not None:  # a model that names no end token stops at the batch's bound
+            kwargs["logits_processor"] = LogitsProcessorList([SourceLengthLimit(limits, eos)])
+            max_new_tokens += 1  # the longest output's forced </s>
+    kwargs.update(length_limit(max_new_tokens))
+    with torch.inference_mode():
+        generated = model.generate(**batch, **kwargs)
+    return tokenizer.batch_decode(generated, skip_special_tokens=True)
+
+
+def generate_texts(model, tokenizer, sources: list[str], batch_size: int, generation: dict) -> list[str]:
+    """Generate for every source, in batches of similar token lengths (`generate_in_batches`: less padding),
+    in input order, showing progress in sentences."""
+    model.eval()
+    lengths = source_lengths(model, tokenizer, sources)
+    decode = functools.partial(generate_batch, model, tokenizer, generation=generation)
+    with tqdm(total=len(sources), desc="Generating", unit=" sentences") as progress:
+        outputs = generate_in_batches(sources, lengths, decode, batch_size, after_batch=progress.update)
+    return [outputs[index] for index in range(len(sources))]
+
+
+def join_examples(texts: list[str], per_text: int) -> list[str]:
+    """Every `per_text` consecutive texts joined by a space, as sentences of one paragraph (the last text
+    holds the remainder)."""
+    return [" ".join(texts[start : start + per_text]) for start in range(0, len(texts), per_text)]
+
+
+def generate_documents(
+    model, tokenizer, texts: list[str], batch_size: int, generation: dict, languages: list[str] | None
+) -> list[str]:
+    """`generate_texts` for texts of several sentences: each split by the rules of the source of `languages`,
+    its sentences generated (all texts' together, in batches of similar lengths) and joined again, as the
+    pipeline translates a text."""
+    language = sentence_rules(None, languages)
+    documents = [split_document(text, language) for text in texts]
+    return translate_documents(
+        documents, lambda sentences: generate_texts(model, tokenizer, sentences, batch_size, generation)
+    )

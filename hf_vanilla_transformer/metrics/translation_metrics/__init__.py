@@ -1,2 +1,0 @@
-"""evaluate module folder: load it with
-`hf_vanilla_transformer.metrics.load_translation_metric()`."""

@@ -50,6 +50,7 @@ from .setup import (
 )
 from .trainer import (
     FullWeightsCallback,
+    SamplerEpochCallback,
     TokenBudgetSeq2SeqTrainer,
     build_trainer,
     end_process,
@@ -76,6 +77,7 @@ __all__ = [
     "resolve_resume",
     "BatchingArguments",
     "FullWeightsCallback",
+    "SamplerEpochCallback",
     "LOSS_LOG_NAME",
     "LOSS_PLOT_NAME",
     "TASK_METRIC",

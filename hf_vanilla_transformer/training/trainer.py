@@ -18,7 +18,7 @@ import torch
 from accelerate import Accelerator
 from accelerate.utils import DistributedType
 from safetensors.torch import load_file
-from transformers import PreTrainedModel, ProgressCallback, Seq2SeqTrainer, TrainerCallback
+from transformers import PreTrainedModel, ProgressCallback, Seq2SeqTrainer, TrainerCallback, TrainerState
 from transformers.trainer import TRAINER_STATE_NAME
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
 from transformers.utils import SAFE_WEIGHTS_NAME
@@ -52,6 +52,7 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     by `max_warmup_fraction` of the budget at the latest). Everything else is the stock Trainer."""
 
     _token_budget_sampler: TokenBudgetBatchSampler | None = None
+    _clock_schedule_state: TrainerState | None = None  # the training loop's state the clock's schedule is of
     interruption: Interruption | None = None  # set by `run_training`: the signal that stopped the run, if any
 
     def __init__(
@@ -70,8 +71,15 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         self.clock_decay = clock_decay
         self.max_warmup_fraction = max_warmup_fraction
         super().__init__(*args, **kwargs)
+        self.add_callback(SamplerEpochCallback(self))
 
     def create_scheduler(self, num_training_steps: int, optimizer: torch.optim.Optimizer | None = None):
+        # The Trainer drops the schedule it built once the next training loop (`train()`) comes to build one,
+        # and builds it anew; so here. The clock's schedule was built in an earlier loop if under another
+        # `TrainerState` than the current one (each loop starts a new one): the scheduler in its place goes,
+        # as the Trainer's would, whatever it is now.
+        if self._clock_schedule_state is not None and self._clock_schedule_state is not self.state:
+            self.lr_scheduler, self._clock_schedule_state = None, None
         if self.lr_scheduler is None and self.clock_decay is not None:
             self.lr_scheduler = clock_linear_schedule(
                 optimizer if optimizer is not None else self.optimizer,
@@ -79,7 +87,7 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
                 self.clock_decay,
                 self.max_warmup_fraction,
             )
-            self._created_lr_scheduler = True
+            self._clock_schedule_state = self.state
         return super().create_scheduler(num_training_steps, optimizer)
 
     def _issue_warnings_after_load(self, load_result):
@@ -153,13 +161,34 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         )
         return self._token_budget_sampler
 
-    def _run_epoch(self, model, epoch, *args, **kwargs):
-        # Resumed inside an epoch on several processes, the Trainer's `set_epoch` stops at accelerate's
-        # `BatchSamplerShard` (under `skip_first_batches`' `SkipBatchSampler`), which has no `set_epoch`: the
-        # rest of that epoch would come in the first epoch's order. The sampler is told directly.
-        if self._token_budget_sampler is not None:
-            self._token_budget_sampler.set_epoch(epoch)
-        return super()._run_epoch(model, epoch, *args, **kwargs)
+
+class SamplerEpochCallback(TrainerCallback):
+    """Tells the token-budget sampler of a `TokenBudgetSeq2SeqTrainer` the epoch of the Trainer's loop as each
+    epoch begins, before the loop draws its first batch. The Trainer tells it too, except where accelerate
+    hides it: resumed inside an epoch on several processes, the Trainer's `set_epoch` stops at accelerate's
+    `BatchSamplerShard` (under `skip_first_batches`' `SkipBatchSampler`), which has no `set_epoch`, and the
+    rest of that epoch would come in the first epoch's order."""
+
+    def __init__(self, trainer: TokenBudgetSeq2SeqTrainer):
+        self.trainer = trainer
+        self.epoch = 0
+
+    def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
+        # The epoch the Trainer's loop starts with, counted as the Trainer counts it: the updates done
+        # (restored from a checkpoint) over the updates an epoch holds, which are its batches over the
+        # accumulation steps, rounded up (`set_initial_training_values`).
+        self.epoch = 0
+        if self.trainer._token_budget_sampler is not None and train_dataloader is not None:
+            batches = len(train_dataloader) * self.trainer.get_sp_size()
+            accumulation = args.gradient_accumulation_steps
+            if batches:
+                updates = max(batches // accumulation + int(batches % accumulation > 0), 1)
+                self.epoch = state.global_step // updates
+
+    def on_epoch_begin(self, args, state, control, **kwargs):
+        if self.trainer._token_budget_sampler is not None:
+            self.trainer._token_budget_sampler.set_epoch(self.epoch)
+        self.epoch += 1
 
 
 def missing_beyond_tied_copies(model: torch.nn.Module, missing: list[str]) -> list[str]:

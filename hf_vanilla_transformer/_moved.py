@@ -36,6 +36,12 @@ MOVED_MODULES: dict[str, str] = {
     f"{PACKAGE}.metrics.tokenized_bleu": f"{PACKAGE}.tasks.translation.tokenized_bleu",
     f"{PACKAGE}.metrics.translation_metrics": f"{PACKAGE}.tasks.translation.translation_metrics",
     f"{PACKAGE}.metrics.series_metrics": f"{PACKAGE}.tasks.series.series_metrics",
+    f"{PACKAGE}.metrics.translation_metrics.translation_metrics": (
+        f"{PACKAGE}.tasks.translation.translation_metrics.translation_metrics"
+    ),
+    f"{PACKAGE}.metrics.series_metrics.series_metrics": (
+        f"{PACKAGE}.tasks.series.series_metrics.series_metrics"
+    ),
 }
 
 # (module that stays, name that left it) -> the module that now holds the name, and its name there if renamed
@@ -107,11 +113,11 @@ MOVED_NAMES: dict[tuple[str, str], str] = {
 }
 
 
-def _warn(old: str, new: str) -> None:
+def _warn(old: str, new: str, stacklevel: int) -> None:
     warnings.warn(
         f"{old} moved to {new} in hf-vanilla-transformer 0.7.0; the old path goes in {UNTIL}.",
         DeprecationWarning,
-        stacklevel=3,
+        stacklevel=stacklevel,  # the user's line: shown where it is `__main__`, and by test runners
     )
 
 
@@ -121,7 +127,7 @@ def moved_name(module: str, name: str):
     if home is None:
         raise AttributeError(f"module {module!r} has no attribute {name!r}")
     home, _, new_name = home.partition(":")
-    _warn(f"{module}.{name}", f"{home}.{new_name or name}")
+    _warn(f"{module}.{name}", f"{home}.{new_name or name}", stacklevel=4)  # past the module's __getattr__
     return getattr(importlib.import_module(home), new_name or name)
 
 
@@ -134,7 +140,7 @@ class _OldModule(importlib.abc.MetaPathFinder, importlib.abc.Loader):
         return importlib.util.spec_from_loader(fullname, self)
 
     def create_module(self, spec):
-        _warn(spec.name, MOVED_MODULES[spec.name])
+        _warn(spec.name, MOVED_MODULES[spec.name], stacklevel=3)  # the import system's frames are skipped
         module = importlib.import_module(MOVED_MODULES[spec.name])
         spec.loader_state = module.__spec__  # the import system gives the module the old name's spec next
         return module

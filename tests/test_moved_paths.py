@@ -63,3 +63,23 @@ def test_a_name_that_never_was_is_still_an_attribute_error():
         "AttributeError: module 'hf_vanilla_transformer.saving' has no attribute 'no_such_name'"
         in result.stderr
     )
+
+
+def test_a_moved_path_is_told_at_the_users_line_under_pythons_default_filters(tmp_path):
+    """Python shows a DeprecationWarning by default only where it points into `__main__`: each warning must
+    point at the line that used the old path, not into the package."""
+    script = tmp_path / "old_paths.py"
+    script.write_text(
+        "from hf_vanilla_transformer.tokenization import SERIES_ALPHABET\n"
+        "import hf_vanilla_transformer.data.translation\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, cwd=ROOT, timeout=300
+    )
+    assert result.returncode == 0, result.stderr
+    assert (
+        f"{script}:1: DeprecationWarning: hf_vanilla_transformer.tokenization.SERIES_ALPHABET moved"
+        in result.stderr
+    )
+    assert f"{script}:2: DeprecationWarning: hf_vanilla_transformer.data.translation moved" in result.stderr

@@ -415,12 +415,14 @@ def test_evaluation_of_paragraphs_translates_each_as_its_sentences(tmp_path, mul
 
 
 def test_a_task_whose_hooks_take_the_arguments_of_0_6_still_works_with_a_warning(tmp_path):
-    """A task file written for 0.6 reads `args.options` and `args.dataset` in its hooks: until 0.8.0 it is
-    given them, and warned that hooks now take the task's options."""
+    """A task file written for 0.6 reads `args.options` and `args.dataset` in its hooks, and may hand its
+    `args` on to the hook it overrides: until 0.8.0 it is given them, and warned once, at its hook, that hooks
+    now take the task's options. A hook of today that forwards `*args` is no hook of 0.6."""
     from dataclasses import dataclass
 
     from hf_vanilla_transformer.options import Options
     from hf_vanilla_transformer.tasks import Task
+    from hf_vanilla_transformer.tasks.translation import TranslationOptions, TranslationTask
 
     @dataclass
     class OldOptions(Options):
@@ -431,18 +433,46 @@ def test_a_task_whose_hooks_take_the_arguments_of_0_6_still_works_with_a_warning
         options = OldOptions
 
         def text_fields(self, args):
-            fields = (("source", None), ("target", None))
+            fields = super().text_fields(args)  # Task's default, given 0.6's `args`
             return fields[::-1] if args.options.flip else fields
 
         def load_raw(self, args, streaming=False):
             return {"from": args.dataset, "config": args.dataset_config, "streaming": streaming}
 
+    class OlderTask(OldTask):  # 0.6 on 0.6: the `args` handed on stay `args`
+        def text_fields(self, args):
+            return super().text_fields(args)
+
+    class OldTranslation(TranslationTask):  # 0.6's `super().load_raw(args, streaming)`
+        def load_raw(self, args, streaming=False):
+            return super().load_raw(args, streaming)
+
     task = OldTask()
-    with pytest.warns(DeprecationWarning, match=r"OldTask.text_fields takes `args`.*0\.8\.0"):
+    with pytest.warns(FutureWarning, match=r"OldTask.text_fields takes `args`.*0\.8\.0") as told:
         assert task.text_fields(OldOptions(flip=True)) == (("target", None), ("source", None))
-    with pytest.warns(DeprecationWarning, match="OldTask.load_raw takes `args`"):
+    assert told[0].filename == __file__  # the task's own line, where its author looks
+    assert OlderTask().text_fields(OldOptions(flip=True)) == (("target", None), ("source", None))
+    with pytest.warns(FutureWarning, match="OldTask.load_raw takes `args`"):
         assert task.load_raw("folder", "de-en", OldOptions(), True) == {
             "from": "folder",
             "config": "de-en",
             "streaming": True,
         }
+
+    DatasetDict(train=Dataset.from_dict({"de": ["Ein Hund."], "en": ["A dog."]})).save_to_disk(tmp_path / "d")
+    with pytest.warns(FutureWarning, match="OldTranslation.load_raw takes `args`"):
+        raw = OldTranslation().load_raw(str(tmp_path / "d"), None, TranslationOptions())
+    assert raw["train"]["translation"] == [{"de": "Ein Hund.", "en": "A dog."}]
+
+    class Forwarding(TranslationTask):  # today's hook, forwarding whatever it is given
+        def text_fields(self, *args, **kwargs):
+            return super().text_fields(*args, **kwargs)
+
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert Forwarding().text_fields(TranslationOptions()) == (
+            ("translation", "de"),
+            ("translation", "en"),
+        )

@@ -9,7 +9,7 @@ import datasets
 import pytest
 from datasets import DatasetDict, Translation
 
-from hf_vanilla_transformer.data import translation
+from hf_vanilla_transformer.tasks.translation import data as translation
 from hf_vanilla_transformer.tasks.translation.data import (
     LABEL_PAD_TOKEN_ID,
     build_seq2seq_collator,

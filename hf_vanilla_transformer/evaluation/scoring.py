@@ -17,7 +17,7 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, GenerationConfig
 
-from .._moved import moved_name
+from .._moved import MOVED_NAMES, moved_name
 from ..decoding.generation import (
     check_device,
     check_length_options,
@@ -260,4 +260,6 @@ def format_report(report: dict, show_examples: int = 5) -> str:
 
 def __getattr__(name: str):
     # `evaluation.generation` of 0.6 is this module now; what it held for decoding is `decoding.generation`'s.
-    return moved_name(f"{__package__}.generation", name)
+    if (f"{__package__}.generation", name) in MOVED_NAMES:
+        return moved_name(f"{__package__}.generation", name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

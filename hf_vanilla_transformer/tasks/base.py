@@ -61,9 +61,8 @@ class Task:
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
         for hook in ARGS_HOOKS:
-            method = cls.__dict__.get(hook)
-            if method is not None and "args" in inspect.signature(method).parameters:
-                setattr(cls, hook, _given_args(method, hook))
+            if hook in cls.__dict__:
+                setattr(cls, hook, _hook_of_either_version(cls.__dict__[hook], hook))
 
     @property
     def data_made_by(self) -> str:
@@ -190,22 +189,52 @@ ARGS_HOOKS = (
 )
 
 
-def _given_args(method, hook: str):
-    """`method`, a hook written for 0.6 that reads `args`, called the way hooks are called now."""
+class ArgsOf06(SimpleNamespace):
+    """What a hook written for 0.6 is given as `args`: `options` (the task's), and for `load_raw` also
+    `dataset` and `dataset_config`. The rest of 0.6's command-line arguments is no longer a hook's to read."""
+
+
+def _takes_args(method) -> bool:
+    """Whether a hook was written for 0.6: a parameter named `args` (not `*args`) where the options go."""
+    parameter = inspect.signature(method).parameters.get("args")
+    return parameter is not None and parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
+
+
+def _hook_of_either_version(method, hook: str):
+    """`method` (a task's `hook`) called the way hooks are called now, whichever way it was written; and, for
+    a hook written for 0.6 that calls another one (`super().text_fields(args)`), called with `args` too."""
+    of_0_6 = _takes_args(method)
+    told = []
 
     @functools.wraps(method)
-    def hook_of_0_6(self, *given, **named):
-        warnings.warn(
-            f"{type(self).__name__}.{hook} takes `args`: since hf-vanilla-transformer 0.7.0 every task hook "
-            "takes the task's options instead (docs/tasks.md); `args` goes in 0.8.0.",
-            DeprecationWarning,
-            stacklevel=2,
-        )
-        if hook == "load_raw":
-            dataset, dataset_config, options, *streaming = given
-            args = SimpleNamespace(dataset=dataset, dataset_config=dataset_config, options=options)
-            return method(self, args, *streaming, **named)
-        *data, options = given
-        return method(self, *data, SimpleNamespace(options=options), **named)
+    def either(self, *given, **named):
+        args_given = given and isinstance(given[0 if hook == "load_raw" else -1], ArgsOf06)
+        if of_0_6 and not args_given:
+            if not told:  # once per hook: its author needs the line, not a warning per batch
+                told.append(True)
+                code = method.__code__
+                warnings.warn_explicit(
+                    f"{type(self).__name__}.{hook} takes `args`: since hf-vanilla-transformer 0.7.0 every "
+                    "task hook takes the task's options instead (docs/tasks.md); `args` goes in 0.8.0.",
+                    FutureWarning,
+                    code.co_filename,
+                    code.co_firstlineno,
+                )
+            if hook == "load_raw":
+                dataset, dataset_config, options, *streaming = given
+                args = ArgsOf06(dataset=dataset, dataset_config=dataset_config, options=options)
+                return method(self, args, *streaming, **named)
+            *data, options = given
+            return method(self, *data, ArgsOf06(options=options), **named)
+        if args_given and not of_0_6:  # a hook of 0.6 calling this one with its `args`
+            if hook == "load_raw":
+                args, *streaming = given
+                return method(self, args.dataset, args.dataset_config, args.options, *streaming, **named)
+            return method(self, *given[:-1], given[-1].options, **named)
+        return method(self, *given, **named)
 
-    return hook_of_0_6
+    return either
+
+
+for _hook in ARGS_HOOKS:  # Task's own defaults answer a hook of 0.6 that calls them with its `args`
+    setattr(Task, _hook, _hook_of_either_version(getattr(Task, _hook), _hook))

@@ -52,6 +52,7 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     by `max_warmup_fraction` of the budget at the latest). Everything else is the stock Trainer."""
 
     _token_budget_sampler: TokenBudgetBatchSampler | None = None
+    updates_per_epoch: int | None = None  # of the current training loop, as the Trainer counts them
     _clock_schedule_state: TrainerState | None = None  # the training loop's state the clock's schedule is of
     interruption: Interruption | None = None  # set by `run_training`: the signal that stopped the run, if any
 
@@ -161,6 +162,11 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
         )
         return self._token_budget_sampler
 
+    def set_initial_training_values(self, args, dataloader):
+        values = super().set_initial_training_values(args, dataloader)
+        self.updates_per_epoch = values[1]  # `num_update_steps_per_epoch`, for `SamplerEpochCallback`
+        return values
+
 
 class SamplerEpochCallback(TrainerCallback):
     """Tells the token-budget sampler of a `TokenBudgetSeq2SeqTrainer` the epoch of the Trainer's loop as each
@@ -173,17 +179,11 @@ class SamplerEpochCallback(TrainerCallback):
         self.trainer = trainer
         self.epoch = 0
 
-    def on_train_begin(self, args, state, control, train_dataloader=None, **kwargs):
-        # The epoch the Trainer's loop starts with, counted as the Trainer counts it: the updates done
-        # (restored from a checkpoint) over the updates an epoch holds, which are its batches over the
-        # accumulation steps, rounded up (`set_initial_training_values`).
-        self.epoch = 0
-        if self.trainer._token_budget_sampler is not None and train_dataloader is not None:
-            batches = len(train_dataloader) * self.trainer.get_sp_size()
-            accumulation = args.gradient_accumulation_steps
-            if batches:
-                updates = max(batches // accumulation + int(batches % accumulation > 0), 1)
-                self.epoch = state.global_step // updates
+    def on_train_begin(self, args, state, control, **kwargs):
+        # The epoch the Trainer's loop starts with, as the Trainer counts it: the updates done (restored from
+        # a checkpoint) over the updates an epoch holds, which its public `set_initial_training_values` says.
+        updates = self.trainer.updates_per_epoch
+        self.epoch = state.global_step // updates if updates else 0
 
     def on_epoch_begin(self, args, state, control, **kwargs):
         if self.trainer._token_budget_sampler is not None:

@@ -1,7 +1,7 @@
 """The project's research and measurement tooling, not installed with the package and not a user's commands
 (those are in scripts/): the commands that measure, each run as `python scripts/benchmarks/<name>.py` from any
-folder (each puts scripts/ first on its path, so that it imports this folder as `benchmarks`), and the modules
-they import, which the tests import as `benchmarks` too (pytest's `pythonpath`).
+folder (those that import this folder as `benchmarks`, or the demo, put scripts/ first on their path), and the
+modules they import, which the tests import as `benchmarks` too (pytest's `pythonpath`).
 
 - `benchmark.py` times training and decoding against MarianMTModel (and the CTranslate2 export) and prints
   the tables of docs/benchmarks.md, by `harness`; `ctranslate2_timing` is the torch-free process that times

@@ -1,8 +1,8 @@
 """Model folders on disk: find and load one (`load_model_folder`, with errors that name a missing folder
 instead of a Hub error about repository names, and a file of it cut short or unreadable: its JSON files,
 through `readers.read_json`, and its weights, `load_model`), write a self-contained one (what
-`from_pretrained`, `pipeline()` and Hub users need). Bringing an existing folder up to date is
-`interop.updates`'."""
+`from_pretrained`, `pipeline()` and Hub users need). `interop.updates` brings an existing folder up to
+date."""
 
 import json
 import re

@@ -1,5 +1,19 @@
-"""The series task: `expression` -> `series` columns (Taylor series to O(x**6)), scored by exact string match,
-symbolic equivalence (sympy) and the share of predictions that parse."""
+"""The series task (after Judge & Prosper's Transformer tutorial): `expression` -> `series` columns (Taylor
+series to O(x**6)), scored by exact string match, symbolic equivalence (sympy) and the share of predictions
+that parse. This module is the task, as the registry knows it; beside it, one module per concern:
+
+- `grammar`: the names, the tokenizer's split patterns and the one safe parser, used by the generator, the
+  tokenizer and the metric alike (imports only sympy and the standard library);
+- `sampling`: random source expressions;
+- `expansion`: the CAS's canonical series of one expression;
+- `workers`: many expansions in parallel, each under a time and a memory limit;
+- `dataset`: building, splitting and saving the data set, with its summary;
+- `renamings`: order-preserving symbol renamings (recall versus expansion, data augmentation);
+- `equivalence`: symbolic comparison of a prediction with its reference, in a worker with a time limit;
+- `reports`: exact match broken down by length, arithmetic, number of terms and overlap with training data;
+- `tokenizer`: a BPE over the grammar's chunks, and the tutorial's fixed vocabulary;
+- `series_metrics/`: the metric, a local `evaluate` module.
+"""
 
 from __future__ import annotations
 

@@ -1,6 +1,9 @@
 """The translation task: a `translation` column of `{language: sentence}` dicts (Multi30k, WMT14; datasets
 with one column per language, like `bentrevett/multi30k`, are converted on loading), scored with sacreBLEU
-(cased, detokenised) and chrF, and in reports also with the paper's tokenized BLEU."""
+(cased, detokenised) and chrF, and in reports also with the paper's tokenized BLEU. This module is the task,
+as the registry knows it; beside it: `data` (the Hub, data-set folders, line-aligned text files),
+`tokenized_bleu` (the paper's BLEU), `translation_metrics/` (the metric, a local `evaluate` module) and
+`marian` (importing Marian/OPUS-MT checkpoints)."""
 
 from __future__ import annotations
 

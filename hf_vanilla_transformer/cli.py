@@ -143,6 +143,17 @@ def unknown_options_message(unknown: Iterable[str], options: Iterable[str]) -> s
     return f"Unknown option(s): {', '.join(hints)}. `--help` lists the options."
 
 
+def _or_none(convert: type) -> Callable[[str], object]:
+    """`convert`, or None for the word `none`: `--max_train_minutes none` takes back a recipe's value of an
+    option whose default is unset."""
+
+    def parse(text: str):
+        return None if text.strip().lower() == "none" else convert(text)
+
+    parse.__name__ = convert.__name__  # argparse names the type in its message: "invalid float value"
+    return parse
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """`--help` shows the script's docstring as written (its example commands) and each option's default."""
 
@@ -163,6 +174,10 @@ def make_parser(
             spec = kwargs.pop(RANGE, None)  # a field's range is no argparse setting: `--help` shows it
             if spec not in (None, "any"):
                 kwargs["help"] = f"{kwargs.get('help', '')} ({describe_range(spec)})".strip()
+            unset = "default" in kwargs and kwargs["default"] is None
+            if unset and kwargs.get("type") in (int, float) and "nargs" not in kwargs:
+                # An option a recipe may set and the command line must be able to unset again
+                kwargs["type"] = _or_none(kwargs["type"])
             return super().add_argument(*names, **kwargs)
 
         def task_option_types(self, argv: Sequence[str] = ()) -> dict[str, type]:

@@ -29,6 +29,9 @@ INPUT_OPTIONS = (
     "compare",
     "recipe",
     "config_overrides",
+    "held_out_from",
+    "baseline",
+    "other",
 )
 
 

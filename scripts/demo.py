@@ -121,7 +121,8 @@ class DemoModel:
     @property
     def saved_decoding(self) -> dict:
         """The decoding the page starts with: the folder's saved generation config (beam 4 and length penalty
-        0.6 for the models of this package), as `generate()` would decode without arguments."""
+        0.6 for a model this package trains; beam 6 and 1.4 for the shipped Multi30k model), as `generate()`
+        would decode without arguments."""
         config = self.model.generation_config
         num_beams = config.num_beams or 1
         decoding = "sampling" if config.do_sample else "beam search" if num_beams > 1 else "greedy"

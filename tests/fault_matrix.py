@@ -47,6 +47,9 @@ KINDS = {
     "multi30k": "text corpus folder",
     "library_speed_of": "text corpus folder",
     "task": "task file",
+    "held_out_from": "save_to_disk folder",
+    "baseline": "JSON file",
+    "other": "JSON file",
 }
 # A recipe file given in front of the options (`train.py recipe.yaml --option ...`), as if it were an option.
 RECIPE = "(recipe in front)"
@@ -78,6 +81,7 @@ OUTPUT_FAULTS = ("under a file", "not writable", "an input")
 DOCUMENTED_SUCCESSES = {
     *((option, "gzip-compressed") for option in ("input", "text_files", "card", "recipe", RECIPE)),
     *((option, "gzip-compressed") for option in ("config_overrides", "markdown_from", "compare")),
+    *((option, "gzip-compressed") for option in ("baseline", "other")),
     # Text with no end marker: cut at a line's end it is a shorter text (a recipe cut so is a shorter recipe,
     # whose options then take their defaults; cut inside a line it names the key or the YAML it breaks).
     *((option, "cut short") for option in ("input", "text_files", "card", "recipe", RECIPE)),

@@ -95,6 +95,15 @@ def world(translation_data, tmp_path_factory) -> dict[str, Path]:
     )
     world["corpus-bench"] = root / "corpus-bench.json"
     world["corpus-bench"].write_text("[]\n", encoding="utf-8")
+    world["report"] = root / "eval-test-greedy.json"  # what evaluate_model.py writes, two sentences of it
+    examples = [{"source": "Ein Hund.", "reference": "A dog.", "prediction": "A dog."}] * 2
+    world["report"].write_text(json.dumps({"metrics": {}, "examples": examples}), encoding="utf-8")
+    result = run_script_file(
+        "generate_series.py", "--num_examples", "12", "--test_size", "2", "--validation_size", "2",
+        "--output_dir", root / "series", cwd=root,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    world["series"] = root / "series"
     return {name: Path(path) for name, path in world.items()}
 
 
@@ -496,6 +505,30 @@ COMMANDS += [
         writes={"output_file": "demo.png"},
     ),
     fm.Command(
+        "benchmarks/paired_significance",
+        lambda w, out: [
+            "--baseline",
+            w["report"],
+            "--other",
+            w["report"],
+            "--ar_trials",
+            "10",
+            "--bootstrap_samples",
+            "10",
+            "--output_file",
+            out / "paired.json",
+        ],  # fmt: skip
+        reads=lambda w: {"baseline": w["report"], "other": w["report"]},
+        writes={"output_file": "paired.json"},
+    ),
+    fm.Command(
+        "generate_series",
+        lambda w, out: ["--num_examples", "16", "--held_out_from", w["series"], "--output_dir", out / "more"],
+        reads=lambda w: {"held_out_from": w["series"]},
+        writes={"output_dir": "more"},
+        name="generate_series (held out from)",
+    ),
+    fm.Command(
         "benchmarks/benchmark",
         lambda w, out: ["--markdown_from", w["bench"], "--output_file", out / "bench.json"],
         reads=lambda w: {"markdown_from": w["bench"]},
@@ -596,7 +629,7 @@ def _reads_options(command) -> list[str]:
 
 _WORLD_NAMES = ("data", "tokenizer", "data-jsonl", "data-parquet", "corpus", "run", "checkpoint", "model")
 _WORLD_NAMES += ("ct2", "loop-run", "marian", "curve", "size", "text", "recipe", "overrides", "card", "task")
-_WORLD_NAMES += ("bench", "corpus-bench")
+_WORLD_NAMES += ("bench", "corpus-bench", "report", "series")
 
 
 def _refuse_to_serve(*args, **kwargs):

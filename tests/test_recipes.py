@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.training import (
     TRAINING_ARGUMENTS,
     ModelArguments,
@@ -55,6 +56,22 @@ def test_command_line_overrides_a_yaml_recipe_and_keeps_the_rest(tmp_path):
     # inline JSON on the command line replaces the recipe's mapping
     model_args, *_ = _parse(recipe, "--config_overrides", '{"dropout": 0.2}')
     assert load_config_overrides(model_args.config_overrides) == {"dropout": 0.2}
+
+
+def test_none_on_the_command_line_takes_back_a_recipes_value_of_an_unset_option():
+    recipe = RECIPES / "multi30k_de_en.yaml"
+    _, _, recipe_args, training_args = _parse(
+        recipe, "--decay_by_clock", "false", "--max_warmup_fraction", "none", "--max_train_minutes", "None"
+    )
+    assert recipe_args.max_warmup_fraction is None and recipe_args.max_train_minutes is None
+    recipe_args.check(training_args)  # a step-counted schedule, as the recipe stands otherwise
+    _, _, recipe_args, training_args = _parse(
+        recipe, "--decay_by_clock", "false", "--max_train_minutes", "none"
+    )
+    with pytest.raises(UsageError, match="--max_warmup_fraction none"):
+        recipe_args.check(training_args)
+    with pytest.raises(SystemExit):  # any other word is still refused, by argparse
+        _parse(recipe, "--max_warmup_fraction", "half")
 
 
 def test_without_a_recipe_the_command_line_alone_is_parsed():
@@ -135,6 +152,25 @@ def test_shipped_recipes_parse_and_leave_the_device_to_the_trainer(name):
                 vars(data_args),
                 {**vars(recipe_args), "decay_by_clock": False, "max_warmup_fraction": None},
             ]
+
+
+def test_the_long_multi30k_recipe_counts_its_schedule_in_steps():
+    """Stopped and continued over sessions, a run keeps one schedule only if no clock decides it."""
+    model_args, data_args, recipe_args, training_args = _parse(RECIPES / "multi30k_de_en_long.yaml")
+    recipe_args.check(training_args)
+    assert recipe_args.max_train_minutes is None and not recipe_args.decay_by_clock
+    assert recipe_args.max_warmup_fraction is None
+    assert training_args.lr_scheduler_type == "linear" and training_args.max_steps == 6000
+    assert training_args.save_total_limit >= training_args.max_steps // training_args.save_steps
+    assert load_config_overrides(model_args.config_overrides) == {"dropout": 0.3}
+    # everything that decides the data and the model but dropout and the schedule is the shipped recipe's
+    _, shipped_data, shipped_recipe, _ = _parse(RECIPES / "multi30k_de_en.yaml")
+    assert vars(data_args) == vars(shipped_data)
+    assert (recipe_args.max_tokens, recipe_args.batch_order, recipe_args.batch_size_multiple) == (
+        shipped_recipe.max_tokens,
+        shipped_recipe.batch_order,
+        shipped_recipe.batch_size_multiple,
+    )
 
 
 def test_recipe_sh_scripts_train_from_the_yaml_recipes():

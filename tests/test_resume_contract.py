@@ -270,6 +270,20 @@ def test_allowed_the_run_goes_on_and_its_log_names_the_change(run, translation_d
     assert f"{ALLOW} max_token: not recorded in {checkpoint}" in _refusal(other)
 
 
+def test_a_misspelt_allowed_name_is_refused_on_a_fresh_run_too_before_overwrite_deletes_anything(
+    run, translation_data, tmp_path
+):
+    """A requeued job's command is its first launch's: a name no record holds is refused at once, not at the
+    first resume hours later, and before --overwrite would delete the earlier run."""
+    out = tmp_path / "run"
+    shutil.copytree(run, out)
+    before = _hashes(out)
+    result = _train(translation_data, out, "--overwrite", ALLOW, "max_tokens", "dropuot")
+    line = _refusal(result)
+    assert f"{ALLOW} dropuot: no such recorded option" in line and "max_tokens" in line.split("any of")[1]
+    assert _hashes(out) == before
+
+
 def _hashes(folder: Path) -> dict[str, str]:
     return {
         path.relative_to(folder).as_posix(): hashlib.sha256(path.read_bytes()).hexdigest()

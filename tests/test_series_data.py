@@ -18,6 +18,7 @@ import mpmath
 import pytest
 import sympy as sp
 
+from hf_vanilla_transformer.errors import MissingPathError, UsageError
 from hf_vanilla_transformer.tasks.series.dataset import (
     default_split_sizes,
     generate_series_dataset,
@@ -380,6 +381,43 @@ def test_dataset_is_deterministic_and_splits_are_disjoint(tmp_path):
     }
     for expression, target in zip(dataset["test"]["expression"], dataset["test"]["series"], strict=True):
         assert target == taylor_series(expression)
+
+
+def test_a_larger_set_keeps_an_earlier_sets_held_out_splits_and_trains_on_the_rest(tmp_path):
+    """More training data against the same validation and test expressions: the earlier set's training
+    examples are the first the sampler draws, so they stay training data, and no held-out one joins them."""
+    from datasets import load_from_disk
+
+    generate_series_dataset(tmp_path / "small", 40, seed=3, test_size=6, validation_size=4, progress=False)
+    summary = generate_series_dataset(
+        tmp_path / "large", 70, seed=3, num_proc=1, held_out_from=str(tmp_path / "small"), progress=False
+    )
+    small, large = load_from_disk(str(tmp_path / "small")), load_from_disk(str(tmp_path / "large"))
+    for name in ("validation", "test"):
+        assert large[name].to_dict() == small[name].to_dict()
+    held_out = set(small["validation"]["expression"]) | set(small["test"]["expression"])
+    assert set(small["train"]["expression"]) < set(large["train"]["expression"])
+    assert not set(large["train"]["expression"]) & held_out
+    assert summary["splits"] == {"train": 60, "validation": 4, "test": 6}
+    assert summary["held_out_from"] == str(tmp_path / "small")
+    # the command line, whose arguments are read twice (parsed, then handed to generate_series_dataset)
+    from generate_series import main
+
+    again = main(["--num_examples", "70", "--seed", "3", "--num_proc", "1", "--held_out_from",
+                  str(tmp_path / "small"), "--output_dir", str(tmp_path / "cli")])  # fmt: skip
+    assert again["splits"] == summary["splits"]
+
+    # The held-out data of another sampler, a split size beside it, or a folder without a summary: refused
+    # before any generation.
+    with pytest.raises(UsageError, match="max_terms 4; give the same --max_terms"):
+        generate_series_dataset(tmp_path / "x", 70, max_terms=2, held_out_from=str(tmp_path / "small"))
+    with pytest.raises(UsageError, match="drop --test_size"):
+        generate_series_dataset(tmp_path / "x", 70, test_size=5, held_out_from=str(tmp_path / "small"))
+    with pytest.raises(MissingPathError, match="holds no summary.json"):
+        generate_series_dataset(tmp_path / "x", 70, held_out_from=str(tmp_path))
+    with pytest.raises(UsageError, match="is the output_dir"):
+        generate_series_dataset(tmp_path / "small", 70, held_out_from=str(tmp_path / "small"), overwrite=True)
+    assert not (tmp_path / "x").exists()
 
 
 # ------------------------------------------------------------------------------------------------

@@ -122,7 +122,8 @@ class RecipeArguments(BatchingArguments):
         if self.max_warmup_fraction is not None:
             if not self.decay_by_clock:
                 raise UsageError(
-                    "max_warmup_fraction is a share of the time budget: set --decay_by_clock too."
+                    "max_warmup_fraction is a share of the time budget: set --decay_by_clock too, or take "
+                    "it back with --max_warmup_fraction none (a recipe's value included)."
                 )
         if not self.decay_by_clock:
             return

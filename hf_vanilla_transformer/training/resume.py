@@ -140,15 +140,12 @@ class ResumeContract:
         self.changed: set[str] = set()  # what changed, by --allow_changed_options
         self._data_options: set[str] = set(DATA_OPTIONS)
 
-    def describe(self, model_args, data_args, tokenizer, config, config_overrides: dict) -> None:
-        """Record what decides the batches and the model, but the training pairs (`describe_data`);
-        `config_overrides` is `model_args.config_overrides` read (a file's, or inline JSON's)."""
-        task_options = data_args.options_record()
-        self._data_options |= {TOKENIZER, *task_options}
-        checked, restored = self.run_options()
+    def _options(self, model_args, data_args, config_overrides: dict | None) -> dict:
+        """The options a record holds, by name (`describe`; `check_allowed_names` reads only the names)."""
+        checked, _ = self.run_options()
         options = {
             "task": data_args.task,
-            **task_options,
+            **data_args.options_record(),
             "max_source_length": data_args.max_source_length,
             "max_target_length": data_args.max_target_length,
             "max_train_examples": data_args.max_train_examples,
@@ -158,6 +155,26 @@ class ResumeContract:
         if not model_args.model:  # a trained --model decides the configuration alone
             options["preset"] = model_args.preset
             options["config_overrides"] = config_overrides
+        return options
+
+    def check_allowed_names(self, model_args, data_args) -> None:
+        """Refuse, on a fresh run, an --allow_changed_options name that this run's records will not hold (a
+        misspelling): a job that is requeued with the same command would be refused only at its first
+        resume. A resume checks the names against both records (`check`)."""
+        known = {*self._options(model_args, data_args, None), TOKENIZER, DATASET, MODEL_CONFIG, ALL}
+        unknown = sorted(self.allowed - known)
+        if unknown:
+            raise UsageError(
+                f"{ALLOW_OPTION} {' '.join(unknown)}: no such recorded option; it takes {ALL} or any of "
+                f"{', '.join(sorted(known - {ALL}))}."
+            )
+
+    def describe(self, model_args, data_args, tokenizer, config, config_overrides: dict) -> None:
+        """Record what decides the batches and the model, but the training pairs (`describe_data`);
+        `config_overrides` is `model_args.config_overrides` read (a file's, or inline JSON's)."""
+        self._data_options |= {TOKENIZER, *data_args.options_record()}
+        _, restored = self.run_options()
+        options = self._options(model_args, data_args, config_overrides)
         self.record = {
             "format": FORMAT,
             "options": plain(options),

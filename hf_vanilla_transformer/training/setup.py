@@ -338,6 +338,8 @@ def set_up_training(
         run.resume_from_checkpoint, run.output_dir, checkpoint_prefix
     )
     past_final = bool(checkpoint) and say_if_finished(run.output_dir, checkpoint, finished)
+    if contract is not None and not checkpoint:
+        contract.check_allowed_names(model_args, data_args)
     # After every refusal that can come without a checkpoint: with --overwrite it deletes the earlier run,
     # which such a refusal must leave whole. The checks below need a checkpoint, and then nothing is deleted.
     prepare_output_dir(run.output_dir, bool(checkpoint), overwrite)

@@ -22,8 +22,9 @@ from pathlib import Path
 
 import sympy as sp
 
-from ...errors import ExistingPathError, UsageError
+from ...errors import CorruptFileError, ExistingPathError, MissingPathError, UsageError
 from ...options import Options
+from ...readers import read_json
 from .expansion import se
 from .grammar import SYMBOL_NAMES, count_terms
 from .renamings import symbol_renaming_shape
@@ -130,12 +131,34 @@ class SeriesDataArguments(Options):
         metadata={"help": "Extra address space per worker; 0 disables the limit.", "range": ">= 0"},
     )
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing non-empty output_dir."})
+    held_out_from: str | None = field(
+        default=None,
+        metadata={
+            "help": "An earlier data set of this script whose validation and test splits are kept as they "
+            "are: every generated example whose expression is in neither becomes training data. More "
+            "training data against the same held-out expressions; its sampler settings must be these."
+        },
+    )
 
     def __post_init__(self):
         super().__post_init__()
         check_sampling(self.max_terms, self.symbols)
         if not isinstance(self.seed, int) or isinstance(self.seed, bool):
             raise UsageError(f"seed={self.seed!r} must be an integer.")
+        if self.held_out_from is not None:
+            if self.test_size or self.validation_size:  # 0, 0: this check's own result, parsed again
+                raise UsageError(
+                    "--held_out_from keeps that data set's validation and test splits: drop --test_size "
+                    "and --validation_size."
+                )
+            if Path(self.held_out_from).resolve() == Path(self.output_dir).resolve():
+                raise UsageError(
+                    f"--held_out_from {self.held_out_from} is the output_dir: write the larger set to a new "
+                    "folder."
+                )
+            self.test_size = self.validation_size = 0  # nothing generated is held out: the folder's are
+            self._check_output_dir()
+            return
         default_test, default_validation = default_split_sizes(self.num_examples)
         if self.test_size is None:
             self.test_size = default_test
@@ -147,6 +170,9 @@ class SeriesDataArguments(Options):
                 f"num_examples={self.num_examples} so that the train split is not empty; lower the split "
                 "sizes or raise num_examples."
             )
+        self._check_output_dir()
+
+    def _check_output_dir(self) -> None:
         path = Path(self.output_dir)
         if path.exists() and not path.is_dir():
             raise UsageError(
@@ -157,6 +183,63 @@ class SeriesDataArguments(Options):
                 f"output_dir={self.output_dir!r} is not empty; choose another directory or pass "
                 "overwrite=True (--overwrite) to replace it."
             )
+
+
+SAMPLER_SETTINGS = ("max_terms", "symbols", "max_target_chars")
+
+
+def check_held_out_from(args: SeriesDataArguments) -> None:
+    """Refuse `args.held_out_from` unless its expressions were drawn as `args` would draw them (else the
+    larger set's training data is another distribution), before minutes of generation."""
+    folder = Path(args.held_out_from)
+    if folder.is_file():
+        raise UsageError(
+            f"--held_out_from {folder} is a file: give the folder scripts/generate_series.py wrote."
+        )
+    if not folder.is_dir() or not (folder / "summary.json").exists():
+        state = "does not exist" if not folder.is_dir() else "holds no summary.json"
+        raise MissingPathError(
+            f"--held_out_from {folder} {state}: give a folder written by scripts/generate_series.py."
+        )
+    summary = read_json(folder / "summary.json", f"Make the data set {folder} again", what="summary")
+    try:
+        earlier, sizes = summary["arguments"], summary["splits"]
+        earlier.items(), sizes.items()
+    except (KeyError, TypeError, AttributeError):
+        raise CorruptFileError(
+            f"{folder / 'summary.json'} holds no 'arguments' and 'splits' of scripts/generate_series.py: "
+            f"make the data set {folder} again."
+        ) from None
+    differing = [name for name in SAMPLER_SETTINGS if earlier.get(name) != getattr(args, name)]
+    if differing:
+        raise UsageError(
+            f"--held_out_from {folder} was drawn with "
+            + ", ".join(f"{name} {earlier.get(name)!r}" for name in differing)
+            + "; give the same "
+            + ", ".join(f"--{name}" for name in differing)
+            + " so that the new training data follows the held-out data's distribution."
+        )
+    empty = [name for name in ("validation", "test") if not sizes.get(name)]
+    if empty:
+        raise UsageError(f"--held_out_from {folder} has no {' and no '.join(empty)} examples to keep.")
+
+
+def read_held_out_splits(folder: str | os.PathLike) -> dict[str, list[tuple[str, str]]]:
+    """The validation and test pairs of the data set in `folder`. Call it once the workers have finished
+    (it imports `datasets`: see `generate_series_dataset`)."""
+    from ...data.files import load_saved_dataset
+
+    dataset = load_saved_dataset(folder)
+    missing = [name for name in ("validation", "test") if name not in dataset]
+    if missing:
+        raise CorruptFileError(
+            f"--held_out_from {folder} has no {' or '.join(missing)} split, though its summary.json counts "
+            "one: make it again."
+        )
+    return {
+        name: list(zip(dataset[name]["expression"], dataset[name]["series"], strict=True))
+        for name in ("validation", "test")
+    }
 
 
 def default_split_sizes(num_examples: int) -> tuple[int, int]:
@@ -176,6 +259,8 @@ def generate_series_dataset(
     reason, character-length statistics, the arguments and the time taken).
     """
     args = SeriesDataArguments(output_dir=str(output_dir), num_examples=num_examples, **options)
+    if args.held_out_from is not None:
+        check_held_out_from(args)
     started = time.perf_counter()
     result = generate_examples(
         args.num_examples,
@@ -196,7 +281,12 @@ def generate_series_dataset(
             f"expressions of up to {args.max_terms} terms in the symbols {args.symbols}: ask for at most "
             f"{made}, or allow more terms or symbols (--max_terms, --symbols). Nothing was written."
         )
-    splits = split_examples(result.examples, args.test_size, args.validation_size, args.seed)
+    if args.held_out_from is None:
+        splits = split_examples(result.examples, args.test_size, args.validation_size, args.seed)
+    else:
+        held_out = read_held_out_splits(args.held_out_from)
+        kept = {expression for rows in held_out.values() for expression, _ in rows}
+        splits = {"train": [example for example in result.examples if example[0] not in kept], **held_out}
 
     # datasets is imported only now: it maps ~1.3 GB of address space and may start threads, and
     # neither should be inherited by the forked workers above.
@@ -225,6 +315,7 @@ def generate_series_dataset(
             "cancelled rational functions, printed expanded over a monomial denominator, else as (N)/(D)."
         ),
         "splits": {name: len(rows) for name, rows in splits.items()},
+        "held_out_from": args.held_out_from,
         "num_candidates": result.num_candidates,
         "drops": result.drops,
         "timed_out_expressions": result.timed_out[:50],

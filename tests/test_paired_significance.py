@@ -63,3 +63,34 @@ def test_the_command_writes_its_result_and_refuses_what_cannot_be_compared(tmp_p
     other_data = _report(tmp_path / "c.json", REFERENCES[:30], references=REFERENCES[:30])
     with pytest.raises(UsageError, match="different references"):
         compare(read_report(baseline), read_report(other_data))
+
+
+def _exact_match_report(path, right):
+    """A series-like report: `right[i]` says whether example i is predicted exactly."""
+    examples = [
+        {"source": f"sin({i}*a*x)", "reference": f"{i}*a*x + O(x**6)", "prediction": f"{i}*a*x + O(x**6)"}
+        if ok
+        else {"source": f"sin({i}*a*x)", "reference": f"{i}*a*x + O(x**6)", "prediction": "O(x**6)"}
+        for i, ok in enumerate(right)
+    ]
+    path.write_text(json.dumps({"metrics": {"exact_match": 0.0}, "examples": examples}), encoding="utf-8")
+    return path
+
+
+def test_exact_match_reports_go_through_mcnemars_exact_test(tmp_path, capsys):
+    baseline = _exact_match_report(tmp_path / "a.json", [i % 2 == 0 for i in range(200)])  # 100 right
+    # right on every example the baseline is, and on 30 more: 30 discordant pairs, all one way
+    better = _exact_match_report(tmp_path / "b.json", [i % 2 == 0 or i % 20 < 6 for i in range(200)])
+    result = main(["--baseline", str(baseline), "--other", str(better)])
+    entry = result["exact_match"]
+    assert (entry["baseline"], entry["other"]) == (0.5, 0.65)
+    assert (entry["right_only_in_baseline"], entry["right_only_in_other"]) == (0, 30)
+    assert entry["p_value_mcnemar_exact"] == pytest.approx(2 / 2**30)  # both tails of 30 coin flips
+    assert "McNemar" in capsys.readouterr().out and "bleu" not in result
+    # as good, right on other examples: 100 discordant pairs each way, no difference to find
+    level = _exact_match_report(tmp_path / "l.json", [i % 2 == 1 for i in range(200)])
+    same = main(["--baseline", str(baseline), "--other", str(level)])["exact_match"]
+    assert same["p_value_mcnemar_exact"] == pytest.approx(1.0)
+    translation = _report(tmp_path / "t.json", REFERENCES)
+    with pytest.raises(UsageError, match="same task"):
+        main(["--baseline", str(baseline), "--other", str(translation)])

@@ -1,12 +1,14 @@
-"""Is one translation report better than another by more than the test set's noise?
+"""Is one evaluation report better than another by more than the test set's noise?
 
-Two reports of `scripts/evaluate_model.py` on the same split (every prediction next to its reference) go
-through sacreBLEU's paired tests for sacreBLEU and chrF, the first report as the baseline: approximate
-randomisation for the p-value, paired bootstrap resampling for each score's 95 % confidence interval. Both
-decode one fixed set of sentences, so what the tests measure is the
-sampling of that set, not the seed of a training run: for two decodings of one model that is the whole
-noise, for two trained models only part of it. The resampling is seeded by sacreBLEU (12345, or the
-environment's SACREBLEU_SEED), so a rerun gives the same p-values.
+Two reports of `scripts/evaluate_model.py` on the same split (every prediction next to its reference), the
+first as the baseline. Translation reports go through sacreBLEU's paired tests for sacreBLEU and chrF:
+approximate randomisation for the p-value, paired bootstrap resampling for each score's 95 % confidence
+interval. Reports scored by exact match (the series task, and tasks of one's own) go through McNemar's exact
+test: only the examples one report gets right and the other wrong carry the difference. Both reports decode
+one fixed set of examples, so what the tests measure is the sampling of that set, not the seed of a training
+run: for two decodings of one model that is the whole noise, for two trained models only part of it.
+sacreBLEU's resampling is seeded (12345, or the environment's SACREBLEU_SEED) and McNemar's test is exact,
+so a rerun gives the same p-values.
 
     python scripts/benchmarks/paired_significance.py --baseline outputs/eval/a/eval-test-beam4-lp0.6.json \\
         --other outputs/eval/a/eval-test-beam6-lp1.4.json --output_file outputs/eval/a/paired.json
@@ -15,6 +17,7 @@ environment's SACREBLEU_SEED), so a rerun gives the same p-values.
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -23,6 +26,7 @@ from sacrebleu.significance import PairedTest
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
+from hf_vanilla_transformer.metrics import binomial_standard_error, exact_match
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
 from hf_vanilla_transformer.readers import read_json
@@ -35,10 +39,11 @@ class PairedArguments(Options):
     )
     other: str = field(metadata={"help": "The report that may beat it, on the same split of the same data."})
     ar_trials: int = field(
-        default=10000, metadata={"help": "Approximate randomisation trials.", "range": ">= 1"}
+        default=10000,
+        metadata={"help": "Approximate randomisation trials (translation reports).", "range": ">= 1"},
     )
     bootstrap_samples: int = field(
-        default=1000, metadata={"help": "Paired bootstrap resamples.", "range": ">= 1"}
+        default=1000, metadata={"help": "Paired bootstrap resamples (translation reports).", "range": ">= 1"}
     )
     output_file: str | None = field(default=None, metadata={"help": "Also write the result here, as JSON."})
     overwrite: bool = field(default=False, metadata={"help": "Replace an existing --output_file."})
@@ -62,15 +67,50 @@ def read_report(path: str | Path) -> dict:
     return report
 
 
-def compare(baseline: dict, other: dict, ar_trials: int = 10000, bootstrap_samples: int = 1000) -> dict:
-    """sacreBLEU and chrF of both reports, the p-value of `other`'s difference by paired approximate
-    randomisation, and each score's 95 % confidence half-width by paired bootstrap."""
+def _shared_references(baseline: dict, other: dict) -> list:
     references = [example["reference"] for example in baseline["examples"]]
     if references != [example["reference"] for example in other["examples"]]:
         raise UsageError(
             "The two reports score different references: evaluate both on the same --split (and "
             "--max_examples) of the same data."
         )
+    return references
+
+
+def scored_by_exact_match(report: dict) -> bool:
+    """Whether a report's task scores by exact match (its metrics have `exact_match`, not `bleu`)."""
+    metrics = report.get("metrics")
+    return isinstance(metrics, dict) and "exact_match" in metrics and "bleu" not in metrics
+
+
+def compare_exact_match(baseline: dict, other: dict) -> dict:
+    """Exact match of both reports (as the task's metric judges it) with its binomial standard error, and the
+    two-sided p-value of `other`'s difference by McNemar's exact test: were the two equally good, each example
+    that exactly one of them gets right would be `other`'s with probability 1/2."""
+    _shared_references(baseline, other)
+    right = [
+        [exact_match(example["prediction"], example["reference"]) for example in report["examples"]]
+        for report in (baseline, other)
+    ]
+    only_baseline = sum(a and not b for a, b in zip(*right, strict=True))
+    only_other = sum(b and not a for a, b in zip(*right, strict=True))
+    discordant = only_baseline + only_other
+    # The binomial tail in exact integers: scipy.stats.binomtest gives the same, and scipy is no dependency.
+    tail = sum(math.comb(discordant, k) for k in range(min(only_baseline, only_other) + 1))
+    p_value = min(1.0, 2 * tail / 2**discordant)
+    n = len(right[0])
+    entry = {"baseline": sum(right[0]) / n, "other": sum(right[1]) / n}
+    entry["baseline_stderr"] = binomial_standard_error(entry["baseline"], n)
+    entry["other_stderr"] = binomial_standard_error(entry["other"], n)
+    entry.update(right_only_in_baseline=only_baseline, right_only_in_other=only_other)
+    entry["p_value_mcnemar_exact"] = p_value
+    return {"num_examples": n, "exact_match": entry}
+
+
+def compare(baseline: dict, other: dict, ar_trials: int = 10000, bootstrap_samples: int = 1000) -> dict:
+    """sacreBLEU and chrF of both reports, the p-value of `other`'s difference by paired approximate
+    randomisation, and each score's 95 % confidence half-width by paired bootstrap."""
+    references = _shared_references(baseline, other)
     systems = [
         ("baseline", [example["prediction"] for example in baseline["examples"]]),
         ("other", [example["prediction"] for example in other["examples"]]),
@@ -100,12 +140,28 @@ def main(argv: list[str] | None = None) -> dict:
     (args,) = parse_arguments(PairedArguments, description=__doc__, args=argv)
     if args.output_file is not None:
         check_output_location(args.output_file, args.overwrite, option="--output_file")
-    result = compare(
-        read_report(args.baseline), read_report(args.other), args.ar_trials, args.bootstrap_samples
-    )
+    baseline, other = read_report(args.baseline), read_report(args.other)
+    if scored_by_exact_match(baseline) != scored_by_exact_match(other):
+        raise UsageError(
+            f"{args.baseline} and {args.other}: one report is scored by exact match and the other by BLEU; "
+            "compare two reports of the same task."
+        )
+    if scored_by_exact_match(baseline):
+        result = compare_exact_match(baseline, other)
+    else:
+        result = compare(baseline, other, args.ar_trials, args.bootstrap_samples)
     result["baseline_report"] = args.baseline
     result["other_report"] = args.other
-    for metric in ("bleu", "chrf"):
+    if "exact_match" in result:
+        entry = result["exact_match"]
+        print(
+            f"exact_match: {entry['baseline']:.4f} (±{entry['baseline_stderr']:.4f}) -> "
+            f"{entry['other']:.4f} (±{entry['other_stderr']:.4f}), "
+            f"difference {entry['other'] - entry['baseline']:+.4f}; right only in the baseline: "
+            f"{entry['right_only_in_baseline']}, only in the other: {entry['right_only_in_other']}; "
+            f"p = {entry['p_value_mcnemar_exact']:.4g} (McNemar's exact test)"
+        )
+    for metric in ("bleu", "chrf") if "bleu" in result else ():
         entry = result[metric]
         print(
             f"{metric}: {entry['baseline']:.2f} (95% CI ±{entry['baseline_95ci']:.2f}) -> "

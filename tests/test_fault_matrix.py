@@ -97,7 +97,9 @@ def world(translation_data, tmp_path_factory) -> dict[str, Path]:
     world["corpus-bench"].write_text("[]\n", encoding="utf-8")
     world["report"] = root / "eval-test-greedy.json"  # what evaluate_model.py writes, two sentences of it
     examples = [{"source": "Ein Hund.", "reference": "A dog.", "prediction": "A dog."}] * 2
-    world["report"].write_text(json.dumps({"metrics": {}, "examples": examples}), encoding="utf-8")
+    world["report"].write_text(
+        json.dumps({"metrics": {"bleu": 100.0}, "examples": examples}), encoding="utf-8"
+    )
     result = run_script_file(
         "generate_series.py", "--num_examples", "12", "--test_size", "2", "--validation_size", "2",
         "--output_dir", root / "series", cwd=root,

@@ -1,4 +1,5 @@
-"""scripts/benchmarks/paired_significance.py: two evaluate_model reports through sacreBLEU's paired tests."""
+"""scripts/benchmarks/paired_significance.py: two evaluate_model reports through sacreBLEU's paired tests, or
+McNemar's exact test where they are scored by exact match."""
 
 import json
 
@@ -14,7 +15,7 @@ def _report(path, predictions, references=REFERENCES):
     examples = [
         {"source": "", "reference": r, "prediction": p} for r, p in zip(references, predictions, strict=True)
     ]
-    path.write_text(json.dumps({"metrics": {}, "examples": examples}), encoding="utf-8")
+    path.write_text(json.dumps({"metrics": {"bleu": 0.0}, "examples": examples}), encoding="utf-8")
     return path
 
 
@@ -73,7 +74,8 @@ def _exact_match_report(path, right):
         else {"source": f"sin({i}*a*x)", "reference": f"{i}*a*x + O(x**6)", "prediction": "O(x**6)"}
         for i, ok in enumerate(right)
     ]
-    path.write_text(json.dumps({"metrics": {"exact_match": 0.0}, "examples": examples}), encoding="utf-8")
+    metrics = {"exact_match": sum(right) / len(right)}
+    path.write_text(json.dumps({"metrics": metrics, "examples": examples}), encoding="utf-8")
     return path
 
 
@@ -87,10 +89,36 @@ def test_exact_match_reports_go_through_mcnemars_exact_test(tmp_path, capsys):
     assert (entry["right_only_in_baseline"], entry["right_only_in_other"]) == (0, 30)
     assert entry["p_value_mcnemar_exact"] == pytest.approx(2 / 2**30)  # both tails of 30 coin flips
     assert "McNemar" in capsys.readouterr().out and "bleu" not in result
+    swapped = main(["--baseline", str(better), "--other", str(baseline)])["exact_match"]
+    assert (swapped["right_only_in_baseline"], swapped["right_only_in_other"]) == (30, 0)
+    assert swapped["p_value_mcnemar_exact"] == entry["p_value_mcnemar_exact"]
+    # right where the baseline is but on 2 of its examples, and on 8 it is not: 2 against 8 of 10 coin flips
+    uneven = [(i % 2 == 0 and i not in (0, 2)) or i in range(1, 17, 2) for i in range(200)]
+    uneven = main(
+        ["--baseline", str(baseline), "--other", str(_exact_match_report(tmp_path / "u.json", uneven))]
+    )
+    assert (
+        uneven["exact_match"]["right_only_in_baseline"],
+        uneven["exact_match"]["right_only_in_other"],
+    ) == (2, 8)
+    assert uneven["exact_match"]["p_value_mcnemar_exact"] == pytest.approx(2 * (1 + 10 + 45) / 2**10)
     # as good, right on other examples: 100 discordant pairs each way, no difference to find
     level = _exact_match_report(tmp_path / "l.json", [i % 2 == 1 for i in range(200)])
     same = main(["--baseline", str(baseline), "--other", str(level)])["exact_match"]
     assert same["p_value_mcnemar_exact"] == pytest.approx(1.0)
     translation = _report(tmp_path / "t.json", REFERENCES)
-    with pytest.raises(UsageError, match="same task"):
+    with pytest.raises(
+        UsageError, match="scored by exact_match and .* by bleu; compare two reports of the same"
+    ):
         main(["--baseline", str(baseline), "--other", str(translation)])
+    other_metric = json.loads(baseline.read_text()) | {"metrics": {"rouge1": 0.5}}
+    (tmp_path / "rouge.json").write_text(json.dumps(other_metric), encoding="utf-8")
+    with pytest.raises(UsageError, match=r"\(rouge1\) hold neither bleu nor exact_match"):
+        main(["--baseline", str(tmp_path / "rouge.json"), "--other", str(tmp_path / "rouge.json")])
+    judged_otherwise = json.loads(baseline.read_text()) | {"metrics": {"exact_match": 0.9}}
+    (tmp_path / "lenient.json").write_text(json.dumps(judged_otherwise), encoding="utf-8")
+    with pytest.raises(
+        UsageError,
+        match="--baseline report gives exact match 0.9, but its predictions match .* 0.5 of the time",
+    ):
+        main(["--baseline", str(tmp_path / "lenient.json"), "--other", str(baseline)])

@@ -3,12 +3,12 @@
 Two reports of `scripts/evaluate_model.py` on the same split (every prediction next to its reference), the
 first as the baseline. Translation reports go through sacreBLEU's paired tests for sacreBLEU and chrF:
 approximate randomisation for the p-value, paired bootstrap resampling for each score's 95 % confidence
-interval. Reports scored by exact match (the series task, and tasks of one's own) go through McNemar's exact
-test: only the examples one report gets right and the other wrong carry the difference. Both reports decode
-one fixed set of examples, so what the tests measure is the sampling of that set, not the seed of a training
-run: for two decodings of one model that is the whole noise, for two trained models only part of it.
-sacreBLEU's resampling is seeded (12345, or the environment's SACREBLEU_SEED) and McNemar's test is exact,
-so a rerun gives the same p-values.
+interval. Reports scored by exact match (the series task, a task of one's own without a metric of its own) go
+through McNemar's exact test: only the examples one report gets right and the other wrong carry the
+difference. A report scored by neither is refused. Both reports decode one fixed set of examples, so what the
+tests measure is the sampling of that set, not the seed of a training run: for two decodings of one model
+that is the whole noise, for two trained models only part of it. sacreBLEU's resampling is seeded (12345, or
+the environment's SACREBLEU_SEED) and McNemar's test is exact, so a rerun gives the same p-values.
 
     python scripts/benchmarks/paired_significance.py --baseline outputs/eval/a/eval-test-beam4-lp0.6.json \\
         --other outputs/eval/a/eval-test-beam6-lp1.4.json --output_file outputs/eval/a/paired.json
@@ -77,10 +77,19 @@ def _shared_references(baseline: dict, other: dict) -> list:
     return references
 
 
-def scored_by_exact_match(report: dict) -> bool:
-    """Whether a report's task scores by exact match (its metrics have `exact_match`, not `bleu`)."""
+def scoring(path: str | Path, report: dict) -> str:
+    """How a report was scored: `bleu` (translation) or `exact_match` (the series task, tasks of one's own
+    without a metric of their own), from the names in its metrics."""
     metrics = report.get("metrics")
-    return isinstance(metrics, dict) and "exact_match" in metrics and "bleu" not in metrics
+    names = sorted(metrics) if isinstance(metrics, dict) else []
+    for name in ("bleu", "exact_match"):
+        if name in names:
+            return name
+    raise UsageError(
+        f"{path}: its metrics ({', '.join(names) or 'none'}) hold neither bleu nor exact_match, the two "
+        "scorings this test compares; write the report with scripts/evaluate_model.py for the translation "
+        "task, the series task or a task scored by exact match."
+    )
 
 
 def compare_exact_match(baseline: dict, other: dict) -> dict:
@@ -92,6 +101,15 @@ def compare_exact_match(baseline: dict, other: dict) -> dict:
         [exact_match(example["prediction"], example["reference"]) for example in report["examples"]]
         for report in (baseline, other)
     ]
+    for option, report, judged in zip(("--baseline", "--other"), (baseline, other), right, strict=True):
+        reported = report["metrics"]["exact_match"]
+        if abs(sum(judged) / len(judged) - reported) > 1e-9:
+            raise UsageError(
+                f"The {option} report gives exact match {reported}, but its predictions match their "
+                f"references {sum(judged) / len(judged)} of the time once stripped of surrounding "
+                "whitespace: its task judges matches another way, which this test cannot repeat; compare "
+                "such reports with the task's own metric."
+            )
     only_baseline = sum(a and not b for a, b in zip(*right, strict=True))
     only_other = sum(b and not a for a, b in zip(*right, strict=True))
     discordant = only_baseline + only_other
@@ -141,12 +159,13 @@ def main(argv: list[str] | None = None) -> dict:
     if args.output_file is not None:
         check_output_location(args.output_file, args.overwrite, option="--output_file")
     baseline, other = read_report(args.baseline), read_report(args.other)
-    if scored_by_exact_match(baseline) != scored_by_exact_match(other):
+    kinds = scoring(args.baseline, baseline), scoring(args.other, other)
+    if kinds[0] != kinds[1]:
         raise UsageError(
-            f"{args.baseline} and {args.other}: one report is scored by exact match and the other by BLEU; "
-            "compare two reports of the same task."
+            f"{args.baseline} is scored by {kinds[0]} and {args.other} by {kinds[1]}; compare two reports of "
+            "the same task."
         )
-    if scored_by_exact_match(baseline):
+    if kinds[0] == "exact_match":
         result = compare_exact_match(baseline, other)
     else:
         result = compare(baseline, other, args.ar_trials, args.bootstrap_samples)

@@ -101,14 +101,16 @@ def compare_exact_match(baseline: dict, other: dict) -> dict:
         [exact_match(example["prediction"], example["reference"]) for example in report["examples"]]
         for report in (baseline, other)
     ]
-    for option, report, judged in zip(("--baseline", "--other"), (baseline, other), right, strict=True):
+    n = len(right[0])
+    shares = [sum(judged) / n for judged in right]
+    for option, report, share in zip(("--baseline", "--other"), (baseline, other), shares, strict=True):
         reported = report["metrics"]["exact_match"]
-        if abs(sum(judged) / len(judged) - reported) > 1e-9:
+        if abs(share - reported) > 1e-9:
             raise UsageError(
                 f"The {option} report gives exact match {reported}, but its predictions match their "
-                f"references {sum(judged) / len(judged)} of the time once stripped of surrounding "
-                "whitespace: its task judges matches another way, which this test cannot repeat; compare "
-                "such reports with the task's own metric."
+                f"references {share} of the time once stripped of surrounding whitespace: its task judges "
+                "matches another way, which this test cannot repeat; compare such reports with the task's "
+                "own metric."
             )
     only_baseline = sum(a and not b for a, b in zip(*right, strict=True))
     only_other = sum(b and not a for a, b in zip(*right, strict=True))
@@ -116,12 +118,15 @@ def compare_exact_match(baseline: dict, other: dict) -> dict:
     # The binomial tail in exact integers: scipy.stats.binomtest gives the same, and scipy is no dependency.
     tail = sum(math.comb(discordant, k) for k in range(min(only_baseline, only_other) + 1))
     p_value = min(1.0, 2 * tail / 2**discordant)
-    n = len(right[0])
-    entry = {"baseline": sum(right[0]) / n, "other": sum(right[1]) / n}
-    entry["baseline_stderr"] = binomial_standard_error(entry["baseline"], n)
-    entry["other_stderr"] = binomial_standard_error(entry["other"], n)
-    entry.update(right_only_in_baseline=only_baseline, right_only_in_other=only_other)
-    entry["p_value_mcnemar_exact"] = p_value
+    entry = {
+        "baseline": shares[0],
+        "other": shares[1],
+        "baseline_stderr": binomial_standard_error(shares[0], n),
+        "other_stderr": binomial_standard_error(shares[1], n),
+        "right_only_in_baseline": only_baseline,
+        "right_only_in_other": only_other,
+        "p_value_mcnemar_exact": p_value,
+    }
     return {"num_examples": n, "exact_match": entry}
 
 

@@ -177,6 +177,45 @@ def test_recipe_sh_scripts_train_from_the_yaml_recipes():
     assert "scripts/train.py scripts/recipes/series.yaml" in (RECIPES / "series.sh").read_text()
 
 
+def _series_recipe_run(tmp_path, *args) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """Run series.sh from the project root with a stand-in `python` that logs its arguments."""
+    shim = tmp_path / "bin"
+    shim.mkdir(exist_ok=True)
+    (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
+    (shim / "python").chmod(0o755)
+    log = tmp_path / "calls.log"
+    environment = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "LOG": str(log)}
+    command, root = ["bash", str(RECIPES / "series.sh"), *args], RECIPES.parents[1]
+    result = subprocess.run(command, env=environment, cwd=root, capture_output=True, text=True)
+    calls = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
+    return result, calls
+
+
+def test_series_recipe_script_hands_its_options_to_training(tmp_path):
+    """The shipped series model is series.sh with options for its training step (the model card's command)."""
+    options = ["--decay_by_clock", "false", "--max_train_minutes", "none", "--max_steps", "24000"]
+    result, calls = _series_recipe_run(tmp_path, *options)
+    assert result.returncode == 0, result.stderr
+    scripts = [call[0] for call in calls]
+    assert scripts == [
+        "scripts/generate_series.py",
+        "scripts/train_tokenizer.py",
+        "scripts/train.py",
+        "scripts/average_checkpoints.py",
+        *["scripts/evaluate_model.py"] * 3,
+    ]
+    assert calls[2] == ["scripts/train.py", "scripts/recipes/series.yaml", "--overwrite", *options]
+    out = _parse(RECIPES / "series.yaml")[3].output_dir
+    assert calls[3][calls[3].index("--run_dir") + 1] == out
+
+
+@pytest.mark.parametrize("option", [["--output_dir", "elsewhere"], ["--output_dir=elsewhere"]])
+def test_series_recipe_script_refuses_another_output_folder_before_any_step(tmp_path, option):
+    result, calls = _series_recipe_run(tmp_path, "--max_steps", "10", *option)
+    assert result.returncode == 2 and calls == []
+    assert "leave out --output_dir" in result.stderr
+
+
 def _multi30k_recipe_calls(tmp_path, *args, **env) -> list[list[str]]:
     """Run multi30k_de_en.sh from the project root, as users do, with a stand-in `python` that logs its
     arguments (so nothing is written there); return the argument lists of its python commands, in order."""

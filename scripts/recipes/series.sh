@@ -1,14 +1,23 @@
 #!/usr/bin/env bash
 # Series expansion, end to end: 50,000 generated examples, series BPE, training (series.yaml: 118 minutes
 # by the clock, the learning rate decaying to zero as it ends), averaging of the last 5 checkpoints (§6.1),
-# greedy and beam-search evaluation on the 2,000-example test split.
+# greedy and beam-search evaluation on the 2,000-example test split. Options given to this script go to
+# scripts/train.py, after the recipe's (the run stays in outputs/series-50k, so not --output_dir):
 #   bash scripts/recipes/series.sh
+#   bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none --max_steps 24000  # shipped
 set -euo pipefail
 OUT=outputs/series-50k
+for OPTION in "$@"; do
+    if [[ $OPTION == --output_dir || $OPTION == --output_dir=* ]]; then  # before the minutes of data
+        echo "series.sh: the run is written to $OUT, which averaging and evaluation read; leave out" \
+            "--output_dir, or run the script's commands one by one." >&2
+        exit 2
+    fi
+done
 python scripts/generate_series.py --num_examples 50000 --output_dir outputs/data/series-50k
 python scripts/train_tokenizer.py --task series --vocab_size 1000 --overwrite \
     --dataset outputs/data/series-50k --output_dir outputs/tokenizers/series-bpe1k
-python scripts/train.py scripts/recipes/series.yaml --overwrite
+python scripts/train.py scripts/recipes/series.yaml --overwrite "$@"
 python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged" --overwrite
 for MODEL in "$OUT/final" "$OUT/averaged"; do
     python scripts/evaluate_model.py --model "$MODEL" --task series --dataset outputs/data/series-50k \

@@ -177,16 +177,17 @@ def test_recipe_sh_scripts_train_from_the_yaml_recipes():
     assert "scripts/train.py scripts/recipes/series.yaml" in (RECIPES / "series.sh").read_text()
 
 
-def _series_recipe_run(tmp_path, *args) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
-    """Run series.sh from the project root with a stand-in `python` that logs its arguments."""
-    shim = tmp_path / "bin"
+def _series_recipe_run(work: Path, *args) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """Run series.sh in `work` with a stand-in `python` that logs its arguments (so nothing is written)."""
+    shim = work / "bin"
     shim.mkdir(exist_ok=True)
     (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
     (shim / "python").chmod(0o755)
-    log = tmp_path / "calls.log"
+    log = work / "calls.log"
+    log.unlink(missing_ok=True)
     environment = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "LOG": str(log)}
-    command, root = ["bash", str(RECIPES / "series.sh"), *args], RECIPES.parents[1]
-    result = subprocess.run(command, env=environment, cwd=root, capture_output=True, text=True)
+    command = ["bash", str(RECIPES / "series.sh"), *args]
+    result = subprocess.run(command, env=environment, cwd=work, capture_output=True, text=True)
     calls = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
     return result, calls
 
@@ -209,11 +210,25 @@ def test_series_recipe_script_hands_its_options_to_training(tmp_path):
     assert calls[3][calls[3].index("--run_dir") + 1] == out
 
 
-@pytest.mark.parametrize("option", [["--output_dir", "elsewhere"], ["--output_dir=elsewhere"]])
+def test_series_recipe_script_run_again_keeps_its_data_and_continues(tmp_path):
+    """Run again (to continue a stopped run, say), series.sh keeps the data set it generated, and says so."""
+    data = tmp_path / "outputs" / "data" / "series-50k"
+    data.mkdir(parents=True)
+    (data / "summary.json").write_text("{}")
+    result, calls = _series_recipe_run(tmp_path, "--resume_from_checkpoint", "true")
+    assert result.returncode == 0, result.stderr
+    assert [call[0] for call in calls[:2]] == ["scripts/train_tokenizer.py", "scripts/train.py"]
+    assert calls[1][-2:] == ["--resume_from_checkpoint", "true"]
+    assert "outputs/data/series-50k holds a data set already: kept" in result.stderr
+
+
+@pytest.mark.parametrize(
+    "option", [["--output_dir", "x"], ["--output_dir=x"], ["--output-dir", "x"], ["--output-dir=x"]]
+)
 def test_series_recipe_script_refuses_another_output_folder_before_any_step(tmp_path, option):
     result, calls = _series_recipe_run(tmp_path, "--max_steps", "10", *option)
     assert result.returncode == 2 and calls == []
-    assert "leave out --output_dir" in result.stderr
+    assert f"leave out {option[0]}" in result.stderr
 
 
 def _multi30k_recipe_calls(tmp_path, *args, **env) -> list[list[str]]:

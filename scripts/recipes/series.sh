@@ -5,23 +5,30 @@
 # scripts/train.py, after the recipe's (the run stays in outputs/series-50k, so not --output_dir):
 #   bash scripts/recipes/series.sh
 #   bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none --max_steps 24000  # shipped
+# A run that was stopped continues with the same command and --resume_from_checkpoint true. The data are
+# generated once: a folder outputs/data/series-50k that holds a data set is kept (delete it to remake it).
 set -euo pipefail
 OUT=outputs/series-50k
+DATA=outputs/data/series-50k
 for OPTION in "$@"; do
-    if [[ $OPTION == --output_dir || $OPTION == --output_dir=* ]]; then  # before the minutes of data
+    if [[ $OPTION =~ ^--output[-_]dir(=|$) ]]; then  # before the minutes of data
         echo "series.sh: the run is written to $OUT, which averaging and evaluation read; leave out" \
-            "--output_dir, or run the script's commands one by one." >&2
+            "$OPTION, or run the script's commands one by one." >&2
         exit 2
     fi
 done
-python scripts/generate_series.py --num_examples 50000 --output_dir outputs/data/series-50k
+if [ -f "$DATA/summary.json" ]; then
+    echo "series.sh: $DATA holds a data set already: kept (delete it to generate it again)." >&2
+else
+    python scripts/generate_series.py --num_examples 50000 --output_dir "$DATA"
+fi
 python scripts/train_tokenizer.py --task series --vocab_size 1000 --overwrite \
-    --dataset outputs/data/series-50k --output_dir outputs/tokenizers/series-bpe1k
+    --dataset "$DATA" --output_dir outputs/tokenizers/series-bpe1k
 python scripts/train.py scripts/recipes/series.yaml --overwrite "$@"
 python scripts/average_checkpoints.py --run_dir "$OUT" --last 5 --output_dir "$OUT/averaged" --overwrite
 for MODEL in "$OUT/final" "$OUT/averaged"; do
-    python scripts/evaluate_model.py --model "$MODEL" --task series --dataset outputs/data/series-50k \
+    python scripts/evaluate_model.py --model "$MODEL" --task series --dataset "$DATA" \
         --split test --num_beams 1 --batch_size 100 --overwrite
 done
-python scripts/evaluate_model.py --model "$OUT/averaged" --task series --dataset outputs/data/series-50k \
+python scripts/evaluate_model.py --model "$OUT/averaged" --task series --dataset "$DATA" \
     --split test --batch_size 50 --overwrite

@@ -68,7 +68,10 @@ def _as_a_fresh_process(cwd: Path, env: dict[str, str], stdout: io.StringIO, std
         patch.setattr(sys, "argv", list(sys.argv))
         patch.setattr(sys, "path", list(sys.path))
         # The tasks a fresh process knows: the installed ones, and those the test itself imported; a task file
-        # the script imports is forgotten with it.
+        # the script imports is forgotten with it. The installed ones are read before the registry is saved:
+        # read first inside, they would be forgotten with the script while their modules stay imported, and a
+        # module imported already does not register its task again.
+        registry.registered_tasks()
         for name in ("_TASKS", "_FILES", "_BROKEN"):
             patch.setattr(registry, name, dict(getattr(registry, name)))
         patch.setattr(registry, "_entry_points_read", registry._entry_points_read)

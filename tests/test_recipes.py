@@ -173,6 +173,23 @@ def test_the_long_multi30k_recipe_counts_its_schedule_in_steps():
     )
 
 
+SHIPPED_SERIES_OPTIONS = "--decay_by_clock false --max_train_minutes none --max_steps 24000"
+
+
+def test_the_shipped_series_options_count_the_schedule_in_steps_and_are_the_ones_documented():
+    """The shipped series model's training: series.yaml whose decay reaches zero at step 24,000 with no clock,
+    so that a run stopped and continued keeps its schedule; the card, the README, series.sh and series.yaml
+    give the same options."""
+    _, _, recipe_args, training_args = _parse(RECIPES / "series.yaml", *SHIPPED_SERIES_OPTIONS.split())
+    recipe_args.check(training_args)
+    assert recipe_args.max_train_minutes is None and not recipe_args.decay_by_clock
+    assert training_args.lr_scheduler_type == "linear" and training_args.max_steps == 24000
+    root = RECIPES.parents[1]
+    for path in ["README.md", "model_cards/vanilla-transformer-series/README.md", "scripts/recipes/series.sh",
+                 "scripts/recipes/series.yaml"]:  # fmt: skip
+        assert SHIPPED_SERIES_OPTIONS in (root / path).read_text(encoding="utf-8"), path
+
+
 def test_recipe_sh_scripts_train_from_the_yaml_recipes():
     assert "scripts/train.py scripts/recipes/series.yaml" in (RECIPES / "series.sh").read_text()
 
@@ -205,21 +222,19 @@ def test_series_recipe_script_hands_its_options_to_training(tmp_path):
         "scripts/average_checkpoints.py",
         *["scripts/evaluate_model.py"] * 3,
     ]
-    assert calls[2] == ["scripts/train.py", "scripts/recipes/series.yaml", "--overwrite", *options]
+    # no --overwrite of its own: run again, it neither trains over a stopped run nor over one it did not make
+    assert calls[2] == ["scripts/train.py", "scripts/recipes/series.yaml", *options]
     out = _parse(RECIPES / "series.yaml")[3].output_dir
     assert calls[3][calls[3].index("--run_dir") + 1] == out
 
 
-def test_series_recipe_script_run_again_keeps_its_data_and_continues(tmp_path):
-    """Run again (to continue a stopped run, say), series.sh keeps the data set it generated, and says so."""
-    data = tmp_path / "outputs" / "data" / "series-50k"
-    data.mkdir(parents=True)
-    (data / "summary.json").write_text("{}")
-    result, calls = _series_recipe_run(tmp_path, "--resume_from_checkpoint", "true")
-    assert result.returncode == 0, result.stderr
-    assert [call[0] for call in calls[:2]] == ["scripts/train_tokenizer.py", "scripts/train.py"]
-    assert calls[1][-2:] == ["--resume_from_checkpoint", "true"]
-    assert "outputs/data/series-50k holds a data set already: kept" in result.stderr
+def test_series_recipe_script_answers_help_before_any_step(tmp_path):
+    result, calls = _series_recipe_run(tmp_path, "--max_steps", "10", "--help")
+    assert result.returncode == 0 and calls == []
+    assert (
+        result.stdout.startswith("Series expansion, end to end")
+        and "--resume_from_checkpoint" in result.stdout
+    )
 
 
 @pytest.mark.parametrize(

@@ -5,6 +5,7 @@ what a script changes in the test's process is put back."""
 import logging
 import os
 import warnings
+from pathlib import Path
 
 import pytest
 import torch
@@ -68,3 +69,20 @@ def test_a_variable_read_only_at_import_needs_a_fresh_interpreter(tmp_path):
     )
     assert fresh.stdout == "0\n"
     assert run_script_file(script, cwd=tmp_path, env={"OMP_NUM_THREADS": "1"}).stdout == "1\n"
+
+
+def test_the_installed_tasks_outlive_a_script_that_read_them_first(tmp_path):
+    """In a process whose first reader of the task registry is a script run here, the installed tasks are
+    still known after it (a test file run after such a test relies on them)."""
+    root = Path(__file__).resolve().parents[1]
+    code = (
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[1] + '/scripts']\n"
+        "from tests.script_runner import run_script_file\n"
+        "from hf_vanilla_transformer.tasks import registry\n"
+        "assert not registry._entry_points_read\n"
+        "run_script_file('train_tokenizer.py', '--help', cwd=sys.argv[2])\n"
+        "print(sorted({'series', 'translation'} & set(registry.registered_tasks())))"
+    )
+    result = run_code(code, root, tmp_path, cwd=tmp_path)
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert result.stdout.strip().splitlines()[-1] == "['series', 'translation']"

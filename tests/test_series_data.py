@@ -420,6 +420,29 @@ def test_a_larger_set_keeps_an_earlier_sets_held_out_splits_and_trains_on_the_re
     assert not (tmp_path / "x").exists()
 
 
+def test_generating_again_keeps_the_same_data_set_and_refuses_another(tmp_path, capsys):
+    """A recipe run again asks for the data it made before: the same arguments keep its folder byte for byte
+    (and say so); other arguments deciding the data are refused by name, unless --overwrite."""
+    from generate_series import main
+
+    folder = tmp_path / "data"
+    arguments = ["--num_examples", "30", "--seed", "2", "--test_size", "3", "--validation_size", "3"]
+    first = main([*arguments, "--num_proc", "1", "--output_dir", str(folder)])
+    files = {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()}
+    capsys.readouterr()
+    # the workers do not decide the data
+    again = main([*arguments, "--num_proc", "2", "--output_dir", str(folder)])
+    assert again == first
+    assert "holds the data set these arguments make: kept" in capsys.readouterr().err
+    assert {path: path.read_bytes() for path in folder.rglob("*") if path.is_file()} == files
+    with pytest.raises(FileExistsError, match="made with another seed, test_size; .*--overwrite"):
+        generate_series_dataset(folder, 30, seed=3, test_size=4, validation_size=3, progress=False)
+    (folder / "summary.json").write_text("{}")  # not this script's summary: the folder is only not empty
+    with pytest.raises(FileExistsError, match="is not empty; .*--overwrite"):
+        main([*arguments, "--output_dir", str(folder)])
+    assert (folder / "summary.json").read_text() == "{}"
+
+
 # ------------------------------------------------------------------------------------------------
 # Parsing and bad input
 # ------------------------------------------------------------------------------------------------

@@ -80,6 +80,8 @@ def length_stats(values: Sequence[int]) -> dict[str, float]:
 class SeriesDataArguments(Options):
     """Command-line arguments of ``scripts/generate_series.py`` (parsed with ``HfArgumentParser``)."""
 
+    made_already = False  # output_dir holds the data set these arguments make (set by the output check)
+
     output_dir: str = field(
         default="outputs/data/series", metadata={"help": "Where to save the DatasetDict and summary.json."}
     )
@@ -179,13 +181,38 @@ class SeriesDataArguments(Options):
                 f"output_dir={self.output_dir!r} is a file: give a folder (a new one, or one to replace)."
             )
         if path.is_dir() and any(path.iterdir()) and not self.overwrite:
+            differing = self.differing_from(path)
+            if not differing:
+                # the same arguments make the same files, so a second run (a recipe run again) has nothing
+                # to do; the first run's files are kept as they are
+                self.made_already = True
+                return
+            if differing == ["*"]:
+                reason = "is not empty"
+            else:
+                reason = "holds a data set made with another " + ", ".join(differing)
             raise ExistingPathError(
-                f"output_dir={self.output_dir!r} is not empty; choose another directory or pass "
+                f"output_dir={self.output_dir!r} {reason}; choose another directory or pass "
                 "overwrite=True (--overwrite) to replace it."
             )
 
+    def differing_from(self, folder: Path) -> list[str]:
+        """The arguments deciding the data that differ from those of the data set in `folder` (its
+        summary.json), or ["*"] when `folder` holds no readable summary of this script."""
+        try:
+            earlier = json.loads((folder / "summary.json").read_text(encoding="utf-8"))["arguments"]
+            differing = [name for name in DATA_SETTINGS if earlier[name] != getattr(self, name)]
+            held_out = [earlier["held_out_from"], self.held_out_from]
+        except (OSError, ValueError, KeyError, TypeError):
+            return ["*"]
+        if len({None if path is None else Path(path).resolve() for path in held_out}) > 1:
+            differing.append("held_out_from")
+        return differing
+
 
 SAMPLER_SETTINGS = ("max_terms", "symbols", "max_target_chars")
+# What decides a data set's files (held_out_from too, compared as a path); not the workers or their memory.
+DATA_SETTINGS = ("num_examples", "seed", *SAMPLER_SETTINGS, "test_size", "validation_size", "timeout")
 
 
 def check_held_out_from(args: SeriesDataArguments) -> None:
@@ -256,9 +283,12 @@ def generate_series_dataset(
     timeout, max_target_chars, memory_limit_mb, overwrite); bad values raise `ValueError` naming them.
     `output_dir` receives a `datasets.DatasetDict` (`save_to_disk`; splits train, validation and test, one
     asked to be empty left out; columns `expression` and `series`) and `summary.json` (split sizes, drops by
-    reason, character-length statistics, the arguments and the time taken).
+    reason, character-length statistics, the arguments and the time taken). A folder holding the data set
+    these arguments make is kept as it is, and its summary returned.
     """
     args = SeriesDataArguments(output_dir=str(output_dir), num_examples=num_examples, **options)
+    if args.made_already:  # summary.json is written last, so its folder is whole
+        return json.loads((Path(args.output_dir) / "summary.json").read_text(encoding="utf-8"))
     if args.held_out_from is not None:
         check_held_out_from(args)
     started = time.perf_counter()

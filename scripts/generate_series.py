@@ -21,7 +21,7 @@ def main(argv: list[str] | None = None) -> dict:
     (args,) = parse_arguments(SeriesDataArguments, description=__doc__, args=argv)
     options = asdict(args)
     summary = generate_series_dataset(options.pop("output_dir"), options.pop("num_examples"), **options)
-    if args.made_already:
+    if args.kept_summary is not None:
         print(
             f"{args.output_dir} holds the data set these arguments make: kept as it is "
             "(--overwrite makes it again).",

@@ -194,19 +194,25 @@ def test_recipe_sh_scripts_train_from_the_yaml_recipes():
     assert "scripts/train.py scripts/recipes/series.yaml" in (RECIPES / "series.sh").read_text()
 
 
-def _series_recipe_run(work: Path, *args) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
-    """Run series.sh in `work` with a stand-in `python` that logs its arguments (so nothing is written)."""
-    shim = work / "bin"
+def _run_with_logging_python(script: str, tmp_path: Path, cwd: Path, *args, **env):
+    """Run scripts/recipes/<script> in `cwd` with a stand-in `python` that logs its arguments (so nothing is
+    written); return the result and the argument lists of its python commands, in order."""
+    shim = tmp_path / "bin"
     shim.mkdir(exist_ok=True)
     (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
     (shim / "python").chmod(0o755)
-    log = work / "calls.log"
-    log.unlink(missing_ok=True)
-    environment = {**os.environ, "PATH": f"{shim}{os.pathsep}{os.environ['PATH']}", "LOG": str(log)}
-    command = ["bash", str(RECIPES / "series.sh"), *args]
-    result = subprocess.run(command, env=environment, cwd=work, capture_output=True, text=True)
+    log = tmp_path / f"calls-{len(list(tmp_path.glob('calls-*')))}.log"
+    environment = {k: v for k, v in os.environ.items() if k not in ("MULTI30K_DATA", "MULTI30K_RECIPE")}
+    environment.update(PATH=f"{shim}{os.pathsep}{os.environ['PATH']}", LOG=str(log), **env)
+    command = ["bash", str(RECIPES / script), *args]
+    result = subprocess.run(command, env=environment, cwd=cwd, capture_output=True, text=True)
     calls = [line.split() for line in log.read_text().splitlines()] if log.exists() else []
     return result, calls
+
+
+def _series_recipe_run(work: Path, *args) -> tuple[subprocess.CompletedProcess, list[list[str]]]:
+    """series.sh run in `work` (its data, tokenizer and run folders are relative to where it runs)."""
+    return _run_with_logging_python("series.sh", work, work, *args)
 
 
 def test_series_recipe_script_hands_its_options_to_training(tmp_path):
@@ -247,18 +253,10 @@ def test_series_recipe_script_refuses_another_output_folder_before_any_step(tmp_
 
 
 def _multi30k_recipe_calls(tmp_path, *args, **env) -> list[list[str]]:
-    """Run multi30k_de_en.sh from the project root, as users do, with a stand-in `python` that logs its
-    arguments (so nothing is written there); return the argument lists of its python commands, in order."""
-    shim = tmp_path / "bin"
-    shim.mkdir(exist_ok=True)
-    (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
-    (shim / "python").chmod(0o755)
-    log = tmp_path / f"calls-{len(list(tmp_path.glob('calls-*')))}.log"
-    environment = {k: v for k, v in os.environ.items() if k not in ("MULTI30K_DATA", "MULTI30K_RECIPE")}
-    environment.update(PATH=f"{shim}{os.pathsep}{os.environ['PATH']}", LOG=str(log), **env)
-    script, root = str(RECIPES / "multi30k_de_en.sh"), RECIPES.parents[1]
-    subprocess.run(["bash", script, *args], env=environment, cwd=root, check=True)
-    calls = [line.split() for line in log.read_text().splitlines()]
+    """Run multi30k_de_en.sh from the project root, as users do; return the argument lists of its python
+    commands, in order."""
+    result, calls = _run_with_logging_python("multi30k_de_en.sh", tmp_path, RECIPES.parents[1], *args, **env)
+    assert result.returncode == 0, result.stderr
     assert calls[0][0] == "scripts/prepare_translation.py"
     return calls
 

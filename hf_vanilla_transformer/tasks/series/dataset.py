@@ -80,7 +80,8 @@ def length_stats(values: Sequence[int]) -> dict[str, float]:
 class SeriesDataArguments(Options):
     """Command-line arguments of ``scripts/generate_series.py`` (parsed with ``HfArgumentParser``)."""
 
-    made_already = False  # output_dir holds the data set these arguments make (set by the output check)
+    # The summary of the data set output_dir holds already, made with these arguments (the output check's)
+    kept_summary = None  # not a field: no option of the command line
 
     output_dir: str = field(
         default="outputs/data/series", metadata={"help": "Where to save the DatasetDict and summary.json."}
@@ -181,11 +182,11 @@ class SeriesDataArguments(Options):
                 f"output_dir={self.output_dir!r} is a file: give a folder (a new one, or one to replace)."
             )
         if path.is_dir() and any(path.iterdir()) and not self.overwrite:
-            differing = self.differing_from(path)
+            summary, differing = self.differing_from(path)
             if not differing:
                 # the same arguments make the same files, so a second run (a recipe run again) has nothing
-                # to do; the first run's files are kept as they are
-                self.made_already = True
+                # to do; the first run's files are kept as they are (summary.json is written last: whole)
+                self.kept_summary = summary
                 return
             if differing == ["*"]:
                 reason = "is not empty"
@@ -196,18 +197,19 @@ class SeriesDataArguments(Options):
                 "overwrite=True (--overwrite) to replace it."
             )
 
-    def differing_from(self, folder: Path) -> list[str]:
-        """The arguments deciding the data that differ from those of the data set in `folder` (its
-        summary.json), or ["*"] when `folder` holds no readable summary of this script."""
+    def differing_from(self, folder: Path) -> tuple[dict | None, list[str]]:
+        """The summary of the data set in `folder` and the arguments deciding the data that differ from
+        those it was made with; (None, ["*"]) when `folder` holds no readable summary of this script."""
         try:
-            earlier = json.loads((folder / "summary.json").read_text(encoding="utf-8"))["arguments"]
+            summary = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+            earlier = summary["arguments"]
             differing = [name for name in DATA_SETTINGS if earlier[name] != getattr(self, name)]
             held_out = [earlier["held_out_from"], self.held_out_from]
         except (OSError, ValueError, KeyError, TypeError):
-            return ["*"]
+            return None, ["*"]
         if len({None if path is None else Path(path).resolve() for path in held_out}) > 1:
             differing.append("held_out_from")
-        return differing
+        return summary, differing
 
 
 SAMPLER_SETTINGS = ("max_terms", "symbols", "max_target_chars")
@@ -287,8 +289,8 @@ def generate_series_dataset(
     these arguments make is kept as it is, and its summary returned.
     """
     args = SeriesDataArguments(output_dir=str(output_dir), num_examples=num_examples, **options)
-    if args.made_already:  # summary.json is written last, so its folder is whole
-        return json.loads((Path(args.output_dir) / "summary.json").read_text(encoding="utf-8"))
+    if args.kept_summary is not None:
+        return args.kept_summary
     if args.held_out_from is not None:
         check_held_out_from(args)
     started = time.perf_counter()

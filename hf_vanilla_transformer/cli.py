@@ -93,9 +93,11 @@ BROKEN_PIPE_STATUS = 141
 def run_script(main: Callable[[], object]) -> None:
     """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2, and
     Ctrl-C into one line and exit status 130, a closed standard output (`| head`) into none and status 141; a
-    `SystemExit` (a script's own status) passes as it is."""
+    `SystemExit` (a script's own status) passes as it is. A script that `accelerate launch` started leaves its
+    processes' group on success (`leave_process_group`)."""
     try:
         main()
+        leave_process_group()
     except KeyboardInterrupt:
         if os.environ.get(DEBUG_VARIABLE):
             raise
@@ -113,6 +115,16 @@ def run_script(main: Callable[[], object]) -> None:
         # One line: a configuration's refusal puts its cause on a second, indented line.
         print("error: " + " ".join(line.strip() for line in str(reported).splitlines()), file=sys.stderr)
         raise SystemExit(2) from None
+
+
+def leave_process_group() -> None:
+    """Destroy the processes' group this process joined, if it joined one, while the interpreter is whole.
+    Left to the interpreter's exit, gloo's threads can still hold tensors as Python is torn down, and a
+    process whose work is done aborts (SIGABRT, "terminate called without an active exception"), failing the
+    launch. Only on success: after an error the launcher stops the other processes."""
+    distributed = sys.modules.get("torch.distributed")  # a script that never imported it joined no group
+    if distributed is not None and distributed.is_available() and distributed.is_initialized():
+        distributed.destroy_process_group()
 
 
 def option_suggestion(name: str, options: Iterable[str], quote: str = "{}") -> str:

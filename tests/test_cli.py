@@ -11,6 +11,7 @@ from huggingface_hub.errors import StrictDataclassClassValidationError
 
 from hf_vanilla_transformer import VanillaTransformerConfig
 from hf_vanilla_transformer.cli import DEBUG_VARIABLE, is_user_error, parse_arguments, run_script
+from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
 
 from .script_runner import run_script_file
@@ -200,6 +201,34 @@ def test_user_errors_and_bugs_are_told_apart():
     with pytest.raises(SystemExit) as exit_info:
         run_script(user_error)
     assert exit_info.value.code == 2
+
+
+def test_a_script_that_ends_well_leaves_its_process_group_and_one_that_fails_keeps_it_for_the_launcher():
+    """Under `accelerate launch` a script ends by destroying its gloo group while Python is whole: left to the
+    interpreter's exit, a process whose work was done could abort and fail the launch."""
+    import torch
+    import torch.distributed as dist
+
+    def work():
+        total = torch.ones(1)
+        dist.all_reduce(total)
+        assert total.item() == 1.0
+
+    def failing():
+        raise UsageError("--input: no such file")
+
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    try:
+        run_script(work)
+        assert not dist.is_initialized()
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+        with pytest.raises(SystemExit):
+            run_script(failing)
+        assert dist.is_initialized()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    run_script(lambda: None)  # no group: nothing to leave
 
 
 def test_ctrl_c_ends_a_script_in_one_line_with_status_130(capsys, monkeypatch):

@@ -234,6 +234,48 @@ def test_series_recipe_script_hands_its_options_to_training(tmp_path):
     assert calls[3][calls[3].index("--run_dir") + 1] == out
 
 
+def test_series_recipe_script_trains_on_more_examples_with_the_same_test_split(tmp_path):
+    """SERIES_EXAMPLES=200000: the 50,000 first (validation, test, tokenizer), then 200,000 that hold out
+    their validation and test expressions, trained on, averaged and scored in outputs/series-200k."""
+    options = ["--max_steps", "24000"]
+    result, calls = _run_with_logging_python(
+        "series.sh", tmp_path, tmp_path, *options, SERIES_EXAMPLES="200000"
+    )
+    assert result.returncode == 0, result.stderr
+    assert [call[0] for call in calls[:5]] == [
+        "scripts/generate_series.py",
+        "scripts/train_tokenizer.py",
+        "scripts/generate_series.py",
+        "scripts/train.py",
+        "scripts/average_checkpoints.py",
+    ]
+    assert calls[0][calls[0].index("--output_dir") + 1] == "outputs/data/series-50k"
+    assert calls[1][calls[1].index("--dataset") + 1] == "outputs/data/series-50k"
+    assert calls[2] == ["scripts/generate_series.py", "--num_examples", "200000", "--held_out_from",
+                        "outputs/data/series-50k", "--output_dir", "outputs/data/series-200k"]  # fmt: skip
+    data = ["--dataset", "outputs/data/series-200k"]
+    assert calls[3] == ["scripts/train.py", "scripts/recipes/series.yaml", *data,
+                        "--output_dir", "outputs/series-200k", *options]  # fmt: skip
+    assert calls[4][calls[4].index("--run_dir") + 1] == "outputs/series-200k"
+    assert {call[call.index("--dataset") + 1] for call in calls[5:]} == {"outputs/data/series-200k"}
+    _, calls = _run_with_logging_python("series.sh", tmp_path, tmp_path, SERIES_EXAMPLES="12345")
+    assert calls[3][calls[3].index("--output_dir") + 1] == "outputs/series-12345"
+
+
+@pytest.mark.parametrize(
+    "args, env, message",
+    [
+        (["--dataset", "x"], {}, "leave out --dataset"),
+        (["--dataset=x"], {"SERIES_EXAMPLES": "200000"}, "leave out --dataset"),
+        ([], {"SERIES_EXAMPLES": "200k"}, "SERIES_EXAMPLES=200k is not a number of examples"),
+    ],
+)
+def test_series_recipe_script_refuses_other_data_before_any_step(tmp_path, args, env, message):
+    result, calls = _run_with_logging_python("series.sh", tmp_path, tmp_path, *args, **env)
+    assert result.returncode == 2 and calls == []
+    assert message in result.stderr
+
+
 def test_series_recipe_script_answers_help_before_any_step(tmp_path):
     result, calls = _series_recipe_run(tmp_path, "--max_steps", "10", "--help")
     assert result.returncode == 0 and calls == []

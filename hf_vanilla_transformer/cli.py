@@ -93,11 +93,10 @@ BROKEN_PIPE_STATUS = 141
 def run_script(main: Callable[[], object]) -> None:
     """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2, and
     Ctrl-C into one line and exit status 130, a closed standard output (`| head`) into none and status 141; a
-    `SystemExit` (a script's own status) passes as it is. A script that `accelerate launch` started leaves its
-    processes' group on success (`leave_process_group`)."""
+    `SystemExit` (a script's own status) passes as it is. A script that `accelerate launch` started ends as a
+    launch's process must (`leave_process_group`)."""
     try:
         main()
-        leave_process_group()
     except KeyboardInterrupt:
         if os.environ.get(DEBUG_VARIABLE):
             raise
@@ -115,16 +114,25 @@ def run_script(main: Callable[[], object]) -> None:
         # One line: a configuration's refusal puts its cause on a second, indented line.
         print("error: " + " ".join(line.strip() for line in str(reported).splitlines()), file=sys.stderr)
         raise SystemExit(2) from None
+    leave_process_group()
 
 
 def leave_process_group() -> None:
-    """Destroy the processes' group this process joined, if it joined one, while the interpreter is whole.
-    Left to the interpreter's exit, gloo's threads can still hold tensors as Python is torn down, and a
-    process whose work is done aborts (SIGABRT, "terminate called without an active exception"), failing the
-    launch. Only on success: after an error the launcher stops the other processes."""
+    """End a script's process as a launch's process must, once its work is done: the processes' group it
+    joined destroyed while the interpreter is whole, and, one of several, ended by `leave_launched_process`,
+    without the interpreter's finalization, in which gloo's threads can abort a finished process (SIGABRT,
+    "terminate called without an active exception"; docs/training.md, "Several processes"). A training
+    script ends so itself (`training.end_process`); this is every other script's end. Only on success:
+    after an error the launcher stops the other processes."""
     distributed = sys.modules.get("torch.distributed")  # a script that never imported it joined no group
-    if distributed is not None and distributed.is_available() and distributed.is_initialized():
-        distributed.destroy_process_group()
+    if distributed is None or not distributed.is_available() or not distributed.is_initialized():
+        return
+    several = distributed.get_world_size() > 1
+    distributed.destroy_process_group()
+    if several:
+        from .training import leave_launched_process
+
+        leave_launched_process(0)
 
 
 def option_suggestion(name: str, options: Iterable[str], quote: str = "{}") -> str:

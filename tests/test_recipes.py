@@ -202,7 +202,11 @@ def _run_with_logging_python(script: str, tmp_path: Path, cwd: Path, *args, **en
     (shim / "python").write_text('#!/bin/sh\necho "$@" >> "$LOG"\n')
     (shim / "python").chmod(0o755)
     log = tmp_path / f"calls-{len(list(tmp_path.glob('calls-*')))}.log"
-    environment = {k: v for k, v in os.environ.items() if k not in ("MULTI30K_DATA", "MULTI30K_RECIPE")}
+    environment = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("MULTI30K_DATA", "MULTI30K_RECIPE", "SERIES_EXAMPLES")
+    }
     environment.update(PATH=f"{shim}{os.pathsep}{os.environ['PATH']}", LOG=str(log), **env)
     command = ["bash", str(RECIPES / script), *args]
     result = subprocess.run(command, env=environment, cwd=cwd, capture_output=True, text=True)

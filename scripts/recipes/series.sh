@@ -2,28 +2,35 @@
 # Series expansion, end to end: 50,000 generated examples, series BPE, training, averaging of the last 5
 # checkpoints (§6.1), greedy and beam-search evaluation on the 2,000-example test split. Training is
 # series.yaml (118 minutes by the clock, the learning rate decaying to zero as it ends) with the options given
-# to this script after it (the run is outputs/series-50k, which averaging and evaluation read: not --output_dir):
+# to this script after it; the run is outputs/series-50k, which averaging and evaluation read (so neither
+# --output_dir nor --dataset):
 #   bash scripts/recipes/series.sh
-#   bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none --max_steps 24000
-# SERIES_EXAMPLES=N trains on N generated examples instead (outputs/data/series-<N>, the run outputs/series-<N>;
-# 200000 is written 200k): their validation and test expressions are the 50,000's, which it generates first
-# for them and for the tokenizer, so that every run scores on the same test split:
+#   bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none --max_steps 24000 # shipped
+# SERIES_EXAMPLES=N trains on N generated examples instead (outputs/data/series-<N>, the run
+# outputs/series-<N>; 200000 is written 200k). Their validation and test splits are the 50,000's, generated
+# first for them and for the tokenizer, so that every run scores on the same test split:
 #   SERIES_EXAMPLES=200000 bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none \
 #       --max_steps 24000
 # Run again, it keeps the data it generated; the run it trained is continued with --resume_from_checkpoint
 # true, or trained again with --overwrite.
 set -euo pipefail
+for OPTION in "$@"; do
+    if [[ $OPTION == -h || $OPTION == --help ]]; then
+        sed -n '2,/^set /{/^# \{0,1\}/s/^# \{0,1\}//p}' "$0"
+        exit 0
+    fi
+done
 EXAMPLES=${SERIES_EXAMPLES:-50000}
+if [[ ! $EXAMPLES =~ ^[1-9][0-9]*$ ]]; then
+    echo "series.sh: SERIES_EXAMPLES=$EXAMPLES is not a number of examples; give one such as 200000." >&2
+    exit 2
+fi
 BASE=outputs/data/series-50k
 NAME=series-${EXAMPLES%000}k
 [[ $EXAMPLES == *000 ]] || NAME=series-$EXAMPLES
 OUT=outputs/$NAME
 DATA=outputs/data/$NAME
 for OPTION in "$@"; do
-    if [[ $OPTION == -h || $OPTION == --help ]]; then
-        sed -n '2,/^set /{/^# \{0,1\}/s/^# \{0,1\}//p}' "$0"
-        exit 0
-    fi
     if [[ $OPTION =~ ^--output[-_]dir(=|$) ]]; then  # before the minutes of data
         echo "series.sh: the run is written to $OUT, which averaging and evaluation read; leave out" \
             "$OPTION, or run the script's commands one by one." >&2
@@ -35,10 +42,6 @@ for OPTION in "$@"; do
         exit 2
     fi
 done
-if [[ ! $EXAMPLES =~ ^[1-9][0-9]*$ ]]; then
-    echo "series.sh: SERIES_EXAMPLES=$EXAMPLES is not a number of examples; give one such as 200000." >&2
-    exit 2
-fi
 python scripts/generate_series.py --num_examples 50000 --output_dir "$BASE"
 python scripts/train_tokenizer.py --task series --vocab_size 1000 --overwrite \
     --dataset "$BASE" --output_dir outputs/tokenizers/series-bpe1k

@@ -188,6 +188,10 @@ def test_the_shipped_series_options_count_the_schedule_in_steps_and_are_the_ones
     for path in ["README.md", "model_cards/vanilla-transformer-series/README.md", "scripts/recipes/series.sh",
                  "scripts/recipes/series.yaml"]:  # fmt: skip
         assert SHIPPED_SERIES_OPTIONS in (root / path).read_text(encoding="utf-8"), path
+    for path in ["README.md", "model_cards/vanilla-transformer-series/README.md"]:  # on the 200,000
+        assert f"SERIES_EXAMPLES=200000 bash scripts/recipes/series.sh {SHIPPED_SERIES_OPTIONS}" in (
+            root / path
+        ).read_text(encoding="utf-8"), path
 
 
 def test_recipe_sh_scripts_train_from_the_yaml_recipes():

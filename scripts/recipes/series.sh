@@ -5,12 +5,12 @@
 # to this script after it; the run is outputs/series-50k, which averaging and evaluation read (so neither
 # --output_dir nor --dataset):
 #   bash scripts/recipes/series.sh
-#   bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none --max_steps 24000 # shipped
+#   bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none --max_steps 24000
 # SERIES_EXAMPLES=N trains on N generated examples instead (outputs/data/series-<N>, the run
 # outputs/series-<N>; 200000 is written 200k). Their validation and test splits are the 50,000's, generated
 # first for them and for the tokenizer, so that every run scores on the same test split:
 #   SERIES_EXAMPLES=200000 bash scripts/recipes/series.sh --decay_by_clock false --max_train_minutes none \
-#       --max_steps 24000
+#       --max_steps 24000  # the shipped model
 # Run again, it keeps the data it generated; the run it trained is continued with --resume_from_checkpoint
 # true, or trained again with --overwrite.
 set -euo pipefail

@@ -26,3 +26,17 @@ def test_citation_file_matches_the_package():
     (paper,) = citation["references"]
     assert paper["title"] == "Attention Is All You Need" and paper["year"] == 2017
     assert paper["authors"][0]["family-names"] == "Vaswani"
+
+
+def test_model_cards_cite_the_package_as_citation_file_does():
+    # A card travels to the Hub without the repository: its entry for the package names no version, which
+    # would go stale as the package moves on, and the title and license of CITATION.cff.
+    citation = yaml.safe_load((ROOT / "CITATION.cff").read_text(encoding="utf-8"))
+    cards = sorted((ROOT / "model_cards").glob("*/README.md"))
+    assert cards
+    for card in cards:
+        text = card.read_text(encoding="utf-8")
+        entry = text[text.index("@software{hf_vanilla_transformer") :]
+        entry = entry[: entry.index("}}") + 2]
+        assert "version" not in entry, card
+        assert f"title = {{{citation['title']}}}" in entry and f"license = {{{citation['license']}}}" in entry, card

@@ -39,4 +39,5 @@ def test_model_cards_cite_the_package_as_citation_file_does():
         entry = text[text.index("@software{hf_vanilla_transformer") :]
         entry = entry[: entry.index("}}") + 2]
         assert "version" not in entry, card
-        assert f"title = {{{citation['title']}}}" in entry and f"license = {{{citation['license']}}}" in entry, card
+        assert f"title = {{{citation['title']}}}" in entry, card
+        assert f"license = {{{citation['license']}}}" in entry, card

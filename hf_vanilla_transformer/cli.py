@@ -4,7 +4,8 @@ range shown in `--help` (its field's metadata, checked as the dataclass is built
 chosen task's options parsed apart where a script takes --task (`parse_task_options`), and a user's mistake (a
 missing folder, a bad split, a configuration that cannot work, corrupt weights, empty data) ended with its
 message and exit status 2 instead of a traceback, and an output that is one of the command's inputs or holds
-one refused (`outputs.check_output_options`). Ctrl-C ends a script in one line with exit status 130.
+one refused (`outputs.check_output_options`). Ctrl-C and SIGTERM end a script in one line with exit status
+130 or 143 (`stopping`).
 
 A user error is a type, never a guess: the package's `errors.UserError` family, a model configuration's
 refusal of a value (the errors of `@strict` dataclasses, which name the field and the value), and a model
@@ -21,8 +22,10 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import difflib
+import errno
 import json
 import os
+import stat
 import sys
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
@@ -30,9 +33,11 @@ from pathlib import Path
 import yaml
 from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
+from . import stopping
 from .errors import MissingPathError, UsageError, UserError
+from .locks import command_started, release_all
 from .options import RANGE, describe_range
-from .outputs import check_output_options
+from .outputs import check_output_options, forget_written, stop_summary
 from .readers import iter_text_lines
 
 # A configuration's refusal of a field's value, or of how its values combine.
@@ -82,39 +87,92 @@ def task_code_error(error: BaseException) -> UserError | None:
     return registry.task_file_error(error) if registry is not None else None
 
 
-# 128 + SIGINT: what a shell reports for a command that Ctrl-C ended.
-INTERRUPTED_STATUS = 130
-
-
 # A shell's status for a command ended by SIGPIPE (128 + 13).
 BROKEN_PIPE_STATUS = 141
+# A write refused for want of room: no space left on the device, or the user's disk quota used up.
+FULL_ERRNOS = (errno.ENOSPC, errno.EDQUOT)
+
+
+def full_output_error(error: BaseException) -> UsageError | None:
+    """The one line for a standard output that takes no more bytes (`> /dev/full`, a file on a full disk):
+    `error` a write refused for want of room (`FULL_ERRNOS`, no file named) while standard output is found
+    full; None for any other error. Standard output is then pointed at /dev/null, so that Python's flush at
+    exit does not fail again."""
+    if not isinstance(error, OSError) or error.errno not in FULL_ERRNOS or error.filename is not None:
+        return None
+    if not _standard_output_full():
+        return None  # another file's write: not standard output's to report
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return UsageError(
+        f"standard output could not be written: {os.strerror(error.errno).lower()}. Free space where it "
+        "goes, or send it elsewhere."
+    )
+
+
+def _standard_output_full() -> bool:
+    """Whether standard output refuses a write for want of room: a device that refuses even no bytes
+    (/dev/full), or a file on a file system with less than a MiB left."""
+    if sys.stdout is None:
+        return False
+    try:
+        descriptor = sys.stdout.fileno()
+        if stat.S_ISREG(os.fstat(descriptor).st_mode):
+            usage = os.fstatvfs(descriptor)
+            return usage.f_bavail * usage.f_frsize < 2**20
+        os.write(descriptor, b"")
+    except (OSError, ValueError) as error:  # no descriptor (a test's StringIO), or a closed one
+        return getattr(error, "errno", None) in FULL_ERRNOS
+    return False
 
 
 def run_script(main: Callable[[], object]) -> None:
-    """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2, and
-    Ctrl-C into one line and exit status 130, a closed standard output (`| head`) into none and status 141; a
-    `SystemExit` (a script's own status) passes as it is. A script that `accelerate launch` started ends as a
-    launch's process must (`leave_process_group`)."""
+    """Run a script's `main`, turning a user error into `error: <message>` on stderr and exit status 2, a
+    closed standard output (`| head`) into none and status 141; a `SystemExit` (a script's own status)
+    passes as it is. Ctrl-C and SIGTERM end every command one way (`stopping`): its workers ended, what it
+    was writing left unfinished and not kept, one line saying what was kept and how to go on, and status
+    130 or 143. The locks of its outputs (`locks`) are released however it ends. A script that `accelerate
+    launch` started ends as a launch's process must (`leave_process_group`). A full standard output (a full
+    disk, /dev/full), found when written or flushed at the end, is a user error too (`full_output_error`)."""
+    previous = stopping.install()
+    forget_written()
+    command_started()
     try:
         main()
-    except KeyboardInterrupt:
-        if os.environ.get(DEBUG_VARIABLE):
-            raise
-        print("interrupted (Ctrl-C)", file=sys.stderr)
-        raise SystemExit(INTERRUPTED_STATUS) from None
+        stopping.check()  # a stop that a library swallowed ("Exception ignored in ...") ends here
+        if sys.stdout is not None:  # None when started with standard output closed (`>&-`)
+            sys.stdout.flush()  # here, where a full one is reported: Python's own flush at exit is past these
+    except (KeyboardInterrupt, stopping.Stopped) as error:
+        _end_stopped(stopping.as_stopped(error), error)
     except BrokenPipeError:
         # The reader of standard output left (`... | head`): end quietly, as a shell command does. Python
         # would report the same error again while flushing standard output at exit.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         raise SystemExit(BROKEN_PIPE_STATUS) from None
     except Exception as error:
-        reported = error if is_user_error(error) else task_code_error(error)
+        stop = stopping.stop_behind(error)
+        if stop is not None:  # a library's clean-up that failed while the stop unwound it (datasets' pool)
+            _end_stopped(stop, error)
+        reported = error if is_user_error(error) else task_code_error(error) or full_output_error(error)
         if os.environ.get(DEBUG_VARIABLE) or reported is None:
             raise
         # One line: a configuration's refusal puts its cause on a second, indented line.
         print("error: " + " ".join(line.strip() for line in str(reported).splitlines()), file=sys.stderr)
         raise SystemExit(2) from None
+    finally:
+        release_all()
+        stopping.restore(previous)
     leave_process_group()
+
+
+def _end_stopped(stop: stopping.Stopped, raised: BaseException) -> None:
+    """A command's end on Ctrl-C or SIGTERM: its workers ended, one line, status 130 or 143 (with the debug
+    variable, what was `raised`, with its traceback)."""
+    stopping.ended()
+    stopping.end_workers()
+    if os.environ.get(DEBUG_VARIABLE):
+        raise raised
+    print(f"Stopped by {stop.name}; {stop_summary()}.", file=sys.stderr)
+    raise SystemExit(stop.status) from None
 
 
 def leave_process_group() -> None:

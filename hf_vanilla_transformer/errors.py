@@ -3,11 +3,12 @@ would replace something, a Hub that cannot be reached. Each message names what w
 The scripts print these in one line with exit status 2 (`cli.run_script`); any other exception is a bug or
 something unforeseen and keeps its traceback.
 
-Each is also the built-in exception Python code expects (`except ValueError`, `except FileNotFoundError`), so
-code that calls the package catches them as before. The files that travel with a saved model folder
-(`configuration_vanilla_transformer.py`, `modeling_vanilla_transformer.py`, `pipeline_seq2seq.py`) and
-`interop/ctranslate2_inference.py` (loaded by path, without the package) cannot import this module; their
-refusals are `@strict`'s errors or the built-in ones, and `cli` names those it treats as the user's.
+Each is also the built-in exception Python code expects (`except ValueError`, `except TypeError`,
+`except FileNotFoundError`), so code that calls the package catches them as before. The files that travel with
+a saved model folder (`configuration_vanilla_transformer.py`, `modeling_vanilla_transformer.py`,
+`pipeline_seq2seq.py`) and `interop/ctranslate2_inference.py` (loaded by path, without the package) cannot
+import this module; their refusals are `@strict`'s errors or the built-in ones, and `cli` names those it
+treats as the user's.
 """
 
 
@@ -17,6 +18,10 @@ class UserError(Exception):
 
 class UsageError(UserError, ValueError):
     """A value, option, input or combination of them that cannot work."""
+
+
+class InputTypeError(UserError, TypeError):
+    """An argument of a type that cannot work: one string where a list of texts is taken, None among texts."""
 
 
 class MissingPathError(UserError, FileNotFoundError):

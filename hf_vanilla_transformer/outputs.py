@@ -1,15 +1,34 @@
-"""Where a command writes: never over what it did not make. A folder option never names a user's file, a
-location that holds something is replaced only when the user asked (`--overwrite`), and an output is never
-one of the command's own inputs, `--overwrite` or not. The library's writers and the scripts both check
-here."""
+"""Where and how a command writes: never over what it did not make, and whole or visibly unfinished.
+
+Where: a folder option never names a user's file, a location that holds something is replaced only when the
+user asked (`--overwrite`), an output is never one of the command's own inputs, `--overwrite` or not, and an
+output that is a link to nothing is refused. The library's writers and the scripts both check here.
+
+How: every output of every command is written through `staged`, the one write helper. It holds the output's
+lock (`locks.hold`: a second command writing it is refused), writes into a sibling `<output>.unfinished`
+(a folder carries `UNFINISHED_MARK`, naming the command), and publishes it by a rename once it is whole and
+flushed to the disk. A command stopped half way (`stopping.Stopped`, an error) removes what it staged; one
+killed outright leaves `<output>.unfinished`, which every command refuses as an input
+(`check_finished`), naming the command that makes it, and which that command, run again, replaces.
+Checkpoints are the exception: several processes, on several machines, write into one, so they are written
+in place and carry a record that they are complete (`training.checkpoints`); `translate.py`'s output grows
+line by line beside a record of how far it got, so that a rerun continues it (`decoding.translating`).
+Folders from elsewhere (the Hub, Marian, a shipped model) carry no marks and are read as they are.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import json
+import os
+import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from dataclasses import asdict
 from pathlib import Path
 
-from .errors import ExistingPathError, UsageError
+from . import locks, stopping
+from .errors import ExistingPathError, UsageError, UserError
 
 # The scripts' options that name what a command writes, and those that name what it reads (each is spelt one
 # way in every script): as the options are parsed (`cli.parse_dataclasses`), an output that is an input or
@@ -119,11 +138,213 @@ def check_writable(path: str | Path, option: str = "--output_dir") -> None:
         ) from error
 
 
+def check_not_dangling(path: str | Path, option: str = "--output_dir") -> None:
+    """Refuse an output that is a symbolic link to nothing: replacing the link would lose where it points,
+    and writing through it would make a path the user never named."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        raise UsageError(
+            f"{option} {path} is a link to {os.readlink(path)}, which does not exist: make what it points "
+            f"to, or give another {option}."
+        )
+
+
 def check_output_options(options: Mapping[str, object]) -> None:
-    """For each of a command's `OUTPUT_OPTIONS`, given its options as a mapping of names to values: it can be
-    written (`check_writable`) and it is none of its `INPUT_OPTIONS` (`check_not_an_input`)."""
+    """For each of a command's `OUTPUT_OPTIONS`, given its options as a mapping of names to values: it is no
+    link to nothing (`check_not_dangling`), it can be written (`check_writable`), it is none of its
+    `INPUT_OPTIONS` (`check_not_an_input`), and no other command is writing it (its lock is taken here and
+    held until the command ends: `locks.hold`). Each input must be finished (`check_finished`)."""
     inputs = {name: options[name] for name in INPUT_OPTIONS if options.get(name) is not None}
-    for name in OUTPUT_OPTIONS:
-        if isinstance(options.get(name), str | Path) and str(options[name]):
-            check_writable(options[name], f"--{name}")
-            check_not_an_input(options[name], inputs, f"--{name}")
+    for name, value in inputs.items():
+        check_finished(value, f"--{name}")
+    outputs = [
+        name for name in OUTPUT_OPTIONS if isinstance(options.get(name), str | Path) and str(options[name])
+    ]
+    outputs = [name for name in outputs if str(options[name]) != "-"]  # standard output
+    for name in outputs:
+        check_not_dangling(options[name], f"--{name}")
+        check_writable(options[name], f"--{name}")
+        check_not_an_input(options[name], inputs, f"--{name}")
+    for name in outputs:
+        locks.hold(options[name])
+
+
+# Staged writing.
+
+UNFINISHED_SUFFIX = ".unfinished"
+# In a staging folder, from its first moment to the rename: who writes it. A folder that holds it is no
+# command's output yet, under whatever name it is found.
+UNFINISHED_MARK = ".unfinished.json"
+
+
+class UnfinishedOutputError(UserError):
+    """An input is an output that its command never finished."""
+
+
+# What this command has published, what it is writing now, and what it writes in place and keeps when it stops
+# (`growing`): what a stop keeps and loses (`stop_summary`).
+_PUBLISHED: list[Path] = []
+_WRITING: list[Path] = []
+_GROWING: dict[Path, str] = {}
+
+
+def write_hook(point: str, output: Path) -> None:
+    """Called by `staged` as it starts writing `output` (`point` "begin") and before it publishes it ("end"):
+    where the fault matrix sends a signal to every write of every command (tests/test_fault_matrix.py)."""
+
+
+@contextlib.contextmanager
+def staged(output: str | Path, option: str = "--output_dir", folder: bool = True) -> Iterator[Path]:
+    """Write `output` (a folder, or a file with `folder=False`) whole or not at all: yields the staging path
+    to write into, `<output>.unfinished`, and publishes it as `output` by a rename once the body is done,
+    its files flushed to the disk, replacing what `output` held (the caller checked that it may:
+    `check_output_location`). Holds the output's lock meanwhile (`locks.holding`; a command holds it until
+    it ends). A body that raises, or a signal (`stopping.Stopped`), removes the staging and leaves `output`
+    as it was. A folder's staging carries `UNFINISHED_MARK` until the rename."""
+    output = Path(os.path.abspath(output))
+    check_not_dangling(output, option)
+    with locks.holding(output):
+        yield from _staged(output, folder)
+
+
+def _staged(output: Path, folder: bool) -> Iterator[Path]:
+    staging = output.with_name(output.name + UNFINISHED_SUFFIX)
+    _remove(staging)  # left by a command killed outright: the lock says that no one writes it now
+    staging.parent.mkdir(parents=True, exist_ok=True)
+    if folder:
+        staging.mkdir()
+        mark_unfinished(staging)
+    _WRITING.append(output)
+    try:
+        write_hook("begin", output)
+        stopping.check()
+        yield staging
+        write_hook("end", output)
+        stopping.check()  # a stop swallowed while the body ran: what it wrote is not published
+        _publish(staging, output, folder)
+    except BaseException:
+        _remove(staging)
+        raise
+    finally:
+        _WRITING.remove(output)
+    _PUBLISHED.append(output)
+
+
+def mark_unfinished(staging: Path) -> None:
+    """Write `UNFINISHED_MARK` into a staging folder: again where a library wrote the folder anew."""
+    holder = asdict(locks.Holder.this_process())
+    (staging / UNFINISHED_MARK).write_text(json.dumps(holder) + "\n", encoding="utf-8")
+
+
+def write_text(output: str | Path, text: str, option: str = "--output_file") -> Path:
+    """`text` into the file `output`, whole or not at all (`staged`)."""
+    with staged(output, option, folder=False) as staging:
+        staging.write_text(text, encoding="utf-8")
+    return Path(output)
+
+
+def write_json(output: str | Path, value, option: str = "--output_file", **dump_options) -> Path:
+    """`value` as JSON (indented by 2, non-ASCII kept, unless `dump_options` say otherwise) into `output`,
+    whole or not at all."""
+    options = {"indent": 2, "ensure_ascii": False, **dump_options}
+    return write_text(output, json.dumps(value, **options) + "\n", option)
+
+
+def _publish(staging: Path, output: Path, folder: bool) -> None:
+    if folder:
+        (staging / UNFINISHED_MARK).unlink(missing_ok=True)
+        for path in sorted(staging.rglob("*")):
+            if path.is_file() and not path.is_symlink():
+                _fsync(path)
+    else:
+        _fsync(staging)
+    if output.is_dir() and not output.is_symlink():
+        shutil.rmtree(output)
+    elif output.exists() or output.is_symlink():
+        output.unlink()
+    os.replace(staging, output)
+    _fsync(output.parent)
+
+
+def _fsync(path: Path) -> None:
+    # A machine lost after the rename must not find a published output whose bytes were in its page cache.
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def _remove(path: Path) -> None:
+    if path.is_dir() and not path.is_symlink():
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() or path.is_symlink():
+        path.unlink(missing_ok=True)
+
+
+def growing(output: str | Path, kept: str) -> None:
+    """Say that `output` is written in place, by a writer of its own that a rerun continues (`translate.py`),
+    and what a stop keeps of it (`kept`), until `grown`."""
+    _GROWING[Path(output)] = kept
+
+
+def grown(output: str | Path) -> None:
+    _GROWING.pop(Path(output), None)
+
+
+def stop_summary() -> str:
+    """What a stopped command kept and lost, and how to go on, for its one last line: `kept out/data, whole
+    (run again, the command replaces it with --overwrite); out/data-tokenized was not finished and is not
+    kept`."""
+    parts = []
+    if _PUBLISHED:
+        kept = ", ".join(str(path) for path in _PUBLISHED)
+        parts.append(f"kept {kept}, whole (run again, the command replaces it with --overwrite)")
+    if _WRITING:
+        parts.append(", ".join(str(path) for path in _WRITING) + " was not finished and is not kept")
+    parts.extend(f"{path} is {kept}" for path, kept in _GROWING.items())
+    return "; ".join(parts) if parts else "nothing written: run the command again"
+
+
+def forget_written() -> None:
+    """Start a new command's account of what it wrote (an in-process caller running several)."""
+    _PUBLISHED.clear()
+    _WRITING.clear()
+    _GROWING.clear()
+
+
+def check_finished(value, option: str = "--model") -> None:
+    """Refuse an input that is an output its command never finished: a folder that carries
+    `UNFINISHED_MARK`, a path named `<output>.unfinished`, or a missing path beside which its staging lies.
+    The line names the command that was writing it and how to finish it."""
+    values = value if isinstance(value, list | tuple) else [value]
+    for item in values:
+        if not isinstance(item, str | Path) or not str(item):
+            continue
+        path = Path(item).expanduser()
+        try:
+            staging = path if path.name.endswith(UNFINISHED_SUFFIX) else None
+            if staging is None and path.is_dir() and (path / UNFINISHED_MARK).is_file():
+                staging = path
+            if staging is None and not path.exists():
+                sibling = path.with_name(path.name + UNFINISHED_SUFFIX) if path.name else None
+                staging = sibling if sibling is not None and sibling.exists() else None
+        except OSError:  # a value no file can be named by (inline JSON)
+            continue
+        if staging is None:
+            continue
+        output = staging.with_name(staging.name.removesuffix(UNFINISHED_SUFFIX))
+        writer = locks.read_holder(locks.lock_path(output))
+        if writer is not None and locks.stale_because(locks.lock_path(output), writer) is None:
+            raise UnfinishedOutputError(
+                f"{option} {item} is being written by {writer.describe()}: wait for it to finish."
+            )
+        holder = None
+        if (staging / UNFINISHED_MARK).is_file():
+            holder = locks.read_holder(staging / UNFINISHED_MARK)
+        who = holder.describe() if holder is not None else "the command that writes it"
+        again = f"run `{holder.command}` again" if holder is not None else "run that command again"
+        raise UnfinishedOutputError(
+            f"{option} {item} is unfinished: {who} was stopped while writing {staging.name}. To make it "
+            f"whole, {again} (it replaces what was left)."
+        )

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from transformers import AutoModelForSeq2SeqLM, Pipeline
 from transformers.pipelines import PIPELINE_REGISTRY
 
-from .sentences import sentence_rules, split_document, translate_documents
+from .sentences import normalize_text, sentence_rules, split_document, translate_documents
 
 TASK_NAME = "seq2seq-generation"
 
@@ -37,6 +37,10 @@ class Seq2SeqGenerationPipeline(Pipeline):
     (`num_beams`, `max_new_tokens`, `do_sample`, `num_return_sequences`, ...) can be given at construction
     or per call. `truncation=True` truncates inputs to the tokenizer's `model_max_length` instead of
     letting the model reject inputs longer than it allows.
+
+    Every text is first read as the package's readers read a file (`sentences.normalize_text`): a byte-order
+    mark, CRLF or U+2028 changes no translation. An empty list gives an empty list; a text that is empty once
+    read (white space, a byte-order mark alone) is refused, as is an item that is no string, naming its index.
 
     A text of several sentences is translated sentence by sentence and joined again, its line breaks kept
     (`split_sentences=True`, the default). The sentence rules are the model's source language's (its config's
@@ -78,12 +82,19 @@ class Seq2SeqGenerationPipeline(Pipeline):
         return preprocess_params, generate_kwargs, postprocess_params
 
     def __call__(self, inputs, *args, **kwargs):
+        if isinstance(inputs, list):
+            if not inputs:
+                return []  # no texts, no outputs: as a file of no lines is translated to none
+            check_texts(inputs)
         settings = {**self._preprocess_params, **kwargs}
         split = settings.get("split_sentences", True)
         if not split or not self._input_rules()[1]:
             return super().__call__(inputs, *args, **kwargs)
         single = isinstance(inputs, str)
         texts = [inputs] if single else inputs
+        if isinstance(texts, list) and all(isinstance(text, str) for text in texts):
+            # Before splitting: a U+2028 or a lone CR is a line break to keep, a byte-order mark no word.
+            texts = [normalize_text(text) for text in texts]
         if not isinstance(texts, list) or not all(isinstance(text, str) and text.strip() for text in texts):
             return super().__call__(inputs, *args, **kwargs)  # refused there, in one line
         language = sentence_rules(settings.get("source_lang"), getattr(self.model.config, "langs", None))
@@ -109,7 +120,10 @@ class Seq2SeqGenerationPipeline(Pipeline):
     def preprocess(self, text, truncation: bool = False, **split_settings):  # those are `__call__`'s
         if not isinstance(text, str):
             raise TypeError(f"{TASK_NAME} takes a string or a list of strings, got {type(text).__name__}.")
-        if not text.strip():
+        # Every input passes here, split or not. White space around a text is no part of it: the models were
+        # trained on lines without it, and a series expression read with its line end would decode otherwise.
+        text = normalize_text(text).strip()
+        if not text:
             # Given nothing, a model still writes something: a sentence made up from its start token alone.
             raise ValueError(f"{TASK_NAME} got an empty input: give it text to generate from.")
         check = self._input_rules()[0]
@@ -133,6 +147,23 @@ class Seq2SeqGenerationPipeline(Pipeline):
         sequences = model_outputs["output_ids"][0]
         texts = self.tokenizer.batch_decode(sequences, skip_special_tokens=skip_special_tokens)
         return [{"generated_text": text} for text in texts]
+
+
+def check_texts(texts: list) -> None:
+    """Refuse a list holding an item that is no string, or a text empty once read, naming its index: the
+    per-text refusal of `preprocess` cannot say which of a batch it was."""
+    for index, text in enumerate(texts):
+        where = f"item {index} of {len(texts)}"
+        if not isinstance(text, str):
+            raise TypeError(
+                f"{TASK_NAME} takes a string or a list of strings, but {where} is {type(text).__name__}: "
+                "pass each text as a string."
+            )
+        if not normalize_text(text).strip():
+            raise ValueError(
+                f"{TASK_NAME} got an empty input ({where} holds no text): give it text to generate from, or "
+                "leave that item out."
+            )
 
 
 def register_pipeline() -> None:

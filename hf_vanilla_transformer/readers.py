@@ -9,27 +9,39 @@ mistyped path meant (`nearest_sibling`).
 Compression is told by a file's first bytes, not its name: gzip (the package's own corpora are `.gz`), bzip2
 and xz are read as the text they hold; a zip archive or a zstd file is refused, naming what it is.
 
+Text is taken as the pipeline takes it (`sentences.normalize_text`: a byte-order mark dropped; CRLF, a lone
+CR, NEL, U+2028 and U+2029 line ends). A file's lines end at "\n" only, as `wc -l` counts them; a line end of
+another kind inside a line is a space, so that a command's output has a line for each line of its input.
+
+A pipe or a FIFO (`--input <(zcat news.gz)`, `mkfifo`) or a character device is read once, as a stream
+(`is_stream`): its compression is told as it is read, and it cannot be counted before it is read.
+
 The data files of a data set (parquet, JSON Lines, CSV, Arrow) are `data.files`' (they need `datasets`); this
-leaf imports nothing of ours but `errors`, so that every layer may read through it.
+leaf imports nothing of ours but `errors` and `sentences` (leaves both), so that every layer may read through
+it.
 """
 
 from __future__ import annotations
 
 import bz2
 import codecs
+import contextlib
 import difflib
 import gzip
 import json
 import lzma
 import os
+import stat
 import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import BinaryIO
 
 from .errors import CorruptFileError, MissingPathError, UsageError
+from .sentences import normalize_line, normalize_text
 
-# Magic bytes -> (name, opener) of the compressions read as the text they hold.
+# Magic bytes -> (name, opener) of the compressions read as the text they hold; an opener takes a path or an
+# open binary stream.
 _COMPRESSIONS = {
     b"\x1f\x8b": ("gzip", gzip.open),
     b"BZh": ("bzip2", bz2.open),
@@ -45,19 +57,31 @@ _CHUNK = 1 << 20
 
 
 def check_file(path: str | os.PathLike, what: str = "text file") -> Path:
-    """`path` as a `Path`, if it is a file: else `MissingPathError` (nothing there) or `UsageError` (a
-    folder), naming it as `what` ("text file", "--input file", ...)."""
+    """`path` as a `Path`, if it is a file or a stream (`is_stream`): else `MissingPathError` (nothing there)
+    or `UsageError` (a folder), naming it as `what` ("text file", "--input file", ...)."""
     path = Path(path).expanduser()
     if path.is_dir():
         raise UsageError(f"{what} {path} is a folder: give a file.")
-    if not path.is_file():
+    if not path.is_file() and not is_stream(path):
         raise MissingPathError(f"No {what} {path}: check the path (and the file's extension).")
     return path
 
 
+def is_stream(path: str | os.PathLike) -> bool:
+    """Whether `path` is a pipe or a FIFO (`<(zcat news.gz)`, `mkfifo`) or a character device (`/dev/stdin`
+    at a terminal): read once, its bytes gone as they are read, so that it is neither probed nor counted
+    first."""
+    try:
+        mode = os.stat(Path(path).expanduser()).st_mode
+    except (OSError, ValueError):
+        return False
+    return stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)
+
+
 def compression_of(path: str | os.PathLike) -> str | None:
-    """The compression a file's first bytes announce ("gzip", "bzip2", "xz"), None for none; a zip archive or
-    a zstd file is refused, naming what it is."""
+    """The compression a regular file's first bytes announce ("gzip", "bzip2", "xz"), None for none; a zip
+    archive or a zstd file is refused, naming what it is. (A stream's is told as it is read: probing it here
+    would consume the bytes.)"""
     with open(path, "rb") as probe:
         return _compression(probe.read(_MAGIC_BYTES), f"'{path}'")
 
@@ -73,12 +97,37 @@ def _compression(head: bytes, name: str) -> str | None:
 
 
 def open_binary(path: str | os.PathLike) -> BinaryIO:
-    """A file's bytes, decompressed when its first bytes say it is compressed (`compression_of`)."""
+    """A regular file's bytes, decompressed when its first bytes say it is compressed (`compression_of`)."""
     compression = compression_of(path)
-    if compression is None:
-        return open(path, "rb")
-    opener = next(opener for name, opener in _COMPRESSIONS.values() if name == compression)
-    return opener(path, "rb")
+    return open(path, "rb") if compression is None else _opener(compression)(path, "rb")
+
+
+def _opener(compression: str):
+    return next(opener for name, opener in _COMPRESSIONS.values() if name == compression)
+
+
+def _decompressing(stream: BinaryIO, name: str) -> tuple[BinaryIO, str | None]:
+    """An open stream's bytes, decompressed where its first bytes, seen without consuming them (`peek`, as an
+    open file's and standard input's buffers can), say it is compressed; and its compression."""
+    head = stream.peek(_MAGIC_BYTES)[:_MAGIC_BYTES] if hasattr(stream, "peek") else b""
+    compression = _compression(head, name)
+    if compression is not None:
+        stream = _opener(compression)(stream, "rb")
+    return stream, compression
+
+
+@contextlib.contextmanager
+def _opened(path: Path, name: str) -> Iterator[tuple[BinaryIO, str | None]]:
+    """A file's bytes, decompressed, and its compression: a regular file probed, then opened; a stream
+    (`is_stream`) opened once, its compression told from the bytes it holds back (`_decompressing`)."""
+    if not is_stream(path):
+        compression = compression_of(path)
+        with open_binary(path) as file:
+            yield file, compression
+        return
+    with open(path, "rb") as raw:
+        stream, compression = _decompressing(raw, name)
+        yield stream, compression
 
 
 def _cut_short(name: str, compression: str, error: BaseException, lines: int | None) -> CorruptFileError:
@@ -102,8 +151,9 @@ def _not_utf8(name: str, line_number: int, raw: bytes, error: UnicodeDecodeError
 
 
 def _decoded_lines(raw_lines: Iterator[bytes], name: str, compression: str | None) -> Iterator[str]:
-    """Each of `raw_lines` decoded as UTF-8 without its line end ("\\n" or "\\r\\n"), the first without a
-    byte-order mark; bytes that are not UTF-8, or a compressed stream cut short, refused naming `name`."""
+    """Each of `raw_lines` decoded as UTF-8 without its line end ("\\n" or "\\r\\n") and normalized
+    (`sentences.normalize_line`: without a byte-order mark, another line end inside it a space); bytes that
+    are not UTF-8, or a compressed stream cut short, refused naming `name`."""
     line_number = 0
     raw_lines = iter(raw_lines)
     while True:
@@ -121,40 +171,41 @@ def _decoded_lines(raw_lines: Iterator[bytes], name: str, compression: str | Non
             line = raw.decode("utf-8")
         except UnicodeDecodeError as error:
             raise _not_utf8(name, line_number, raw, error, not raw.endswith(b"\n")) from None
-        if line_number == 1:
-            line = line.removeprefix("\ufeff")  # a UTF-8 byte-order mark is not text
-        yield line.removesuffix("\n").removesuffix("\r")
+        yield normalize_line(line.removesuffix("\n").removesuffix("\r"))
 
 
 def iter_text_lines(path: str | os.PathLike, what: str = "text file") -> Iterator[str]:
-    """The lines of a UTF-8 text file, read lazily, without their line ends; gzip-, bzip2- or xz-compressed
-    or not (told by its first bytes). A line ends at "\\n" only, as `count_text_lines` and `wc -l` count
-    them. A missing file or a folder (named as `what`), bytes that are not UTF-8 (line and byte offset), and a
-    compressed file cut short are refused in one line naming the file."""
+    """The lines of a UTF-8 text file, read lazily, without their line ends, normalized
+    (`sentences.normalize_line`); gzip-, bzip2- or xz-compressed or not (told by its first bytes). A line ends
+    at "\\n" only, as `count_text_lines` and `wc -l` count them. A pipe or a FIFO is read once, as
+    `iter_stream_lines` reads standard input. A missing file or a folder (named as `what`), bytes that are
+    not UTF-8 (line and byte offset), and a compressed file cut short are refused in one line naming the
+    file."""
     path = check_file(path, what)
-    compression = compression_of(path)
-    with open_binary(path) as file:
-        yield from _decoded_lines(file, f"'{path}'", compression)
+    name = f"'{path}'"
+    with _opened(path, name) as (file, compression):
+        yield from _decoded_lines(file, name, compression)
 
 
 def iter_stream_lines(stream: BinaryIO, name: str = "standard input") -> Iterator[str]:
-    """`iter_text_lines` for an open binary stream (standard input's `buffer`), called `name` in errors; a
-    gzip, bzip2 or xz stream is decompressed where the stream can show its first bytes without consuming
-    them (`peek`, as standard input's buffer can)."""
-    head = stream.peek(_MAGIC_BYTES)[:_MAGIC_BYTES] if hasattr(stream, "peek") else b""
-    compression = _compression(head, name)
-    if compression is not None:
-        stream = {"gzip": gzip.GzipFile, "bzip2": bz2.BZ2File, "xz": lzma.LZMAFile}[compression](
-            fileobj=stream
-        )
+    """`iter_text_lines` for an open binary stream (standard input's `buffer`, a FIFO), called `name` in
+    errors; a gzip, bzip2 or xz stream is decompressed where the stream can show its first bytes without
+    consuming them (`peek`, as standard input's buffer and an open file can)."""
+    stream, compression = _decompressing(stream, name)
     yield from _decoded_lines(stream, name, compression)
 
 
 def count_text_lines(path: str | os.PathLike, what: str = "text file") -> int:
     """How many lines `iter_text_lines` yields for `path`, counted in one pass over its (decompressed) bytes
     that also checks them: a file that is not UTF-8 or is cut short is refused here, as `iter_text_lines`
-    would refuse it, before any of it is used."""
+    would refuse it, before any of it is used. A stream (`is_stream`) is refused: counted, it would be
+    gone."""
     path = check_file(path, what)
+    if is_stream(path):
+        raise UsageError(
+            f"{what} {path} is a pipe or a device, which can be read only once, so not counted before it is "
+            "read: give a regular file."
+        )
     decoder = codecs.getincrementaldecoder("utf-8")()
     lines, last = 0, b"\n"
     try:
@@ -173,20 +224,21 @@ def count_text_lines(path: str | os.PathLike, what: str = "text file") -> int:
 
 
 def read_text(path: str | os.PathLike, what: str = "text file") -> str:
-    """The whole text of a UTF-8 file, line ends kept, decompressed as `iter_text_lines` decompresses (a
-    byte-order mark dropped); refused as it refuses (missing, a folder, not UTF-8 with its line and byte
-    offset, cut short)."""
+    """The whole text of a UTF-8 file (or of a stream, read once), decompressed as `iter_text_lines`
+    decompresses, normalized (`sentences.normalize_text`: line ends kept, as "\\n"; a byte-order mark
+    dropped); refused as it refuses (missing, a folder, not UTF-8 with its line and byte offset, cut
+    short)."""
     path = check_file(path, what)
-    compression = compression_of(path)
+    compression = None
     try:
-        with open_binary(path) as file:
+        with _opened(path, f"'{path}'") as (file, compression):
             data = file.read()
     except _DECOMPRESSION_ERRORS as error:
         if compression is None:
             raise
         raise _cut_short(f"'{path}'", compression, error, None) from None
     try:
-        return data.decode("utf-8").removeprefix("\ufeff")
+        return normalize_text(data.decode("utf-8"))
     except UnicodeDecodeError as error:
         start = data.rfind(b"\n", 0, error.start) + 1
         end = data.find(b"\n", error.start)
@@ -200,14 +252,18 @@ def read_text(path: str | os.PathLike, what: str = "text file") -> str:
 def read_json(path: str | os.PathLike, fix: str, what: str = "file", decompress: bool = True):
     """The JSON value in `path`, gzip-, bzip2- or xz-compressed or not (told by its first bytes; with
     `decompress=False`, as for the files another library reads after us, a compressed file is refused as one
-    that does not parse). A file that is not there or a folder (named as `what`), or one that does not parse
-    (cut short, not UTF-8, empty), is refused in one line naming the file and `fix` (e.g. "Download or save
-    the model again")."""
+    that does not parse); a pipe or a FIFO is read once. A file that is not there or a folder (named as
+    `what`), or one that does not parse (cut short, not UTF-8, empty), is refused in one line naming the file
+    and `fix` (e.g. "Download or save the model again")."""
     path = check_file(path, what)
-    compression = compression_of(path) if decompress else None
+    compression = None
     try:
-        with open_binary(path) if compression else open(path, "rb") as file:
-            data = file.read()
+        if decompress:
+            with _opened(path, f"'{path}'") as (file, compression):
+                data = file.read()
+        else:
+            with open(path, "rb") as file:
+                data = file.read()
     except _DECOMPRESSION_ERRORS as error:
         if compression is None:
             raise
@@ -225,6 +281,7 @@ __all__ = [
     "check_file",
     "compression_of",
     "count_text_lines",
+    "is_stream",
     "iter_stream_lines",
     "iter_text_lines",
     "open_binary",

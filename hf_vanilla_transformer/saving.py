@@ -5,6 +5,8 @@ through `readers.read_json`, and its weights, `load_model`), write a self-contai
 date."""
 
 import json
+import logging
+import os
 import re
 import socket
 from collections.abc import Sequence
@@ -23,9 +25,11 @@ from transformers import (
 
 from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq, sentences
 from ._moved import moved_name
-from .errors import CorruptFileError, MissingPathError, OfflineError, UsageError
+from .errors import CorruptFileError, InputTypeError, MissingPathError, OfflineError, UsageError
 from .pipeline_seq2seq import TASK_NAME
 from .readers import is_local_path, nearest_sibling, read_json
+
+logger = logging.getLogger(__name__)
 
 # The files a saved folder carries for `trust_remote_code` loading, keyed by their name in the folder.
 CODE_FILES = {
@@ -48,6 +52,10 @@ TOKENIZER_FILES = (
     "added_tokens.json",
     "vocab.json",
 )
+# Files that hold a tokenizer's vocabulary (ours: tokenizer.json; Marian's: vocab.json and SentencePiece's).
+VOCABULARY_FILES = ("tokenizer.json", "vocab.json", "vocab.txt", "*.model", "*.spm")
+# Files that hold a model's weights, sharded or not.
+WEIGHTS_FILES = ("*.safetensors", "pytorch_model*.bin")
 # The folders a training run saves, as transformers names them (`PREFIX_CHECKPOINT_DIR`).
 CHECKPOINT_NAME = re.compile(r"checkpoint-\d+")
 
@@ -83,6 +91,10 @@ def check_saved_location(
     id, before transformers answers with an error about repository names, and `CorruptFileError` for a folder
     whose file among `reads` does not parse (`check_files_parse`). `what` names the folder ("model folder"),
     `made_by` says what writes one."""
+    if not isinstance(name_or_path, str | os.PathLike):
+        raise InputTypeError(f"The {what} to load is {type(name_or_path).__name__}, not a path. {made_by}")
+    if isinstance(name_or_path, str) and not name_or_path.strip():
+        raise UsageError(f"The {what} to load is an empty path ({name_or_path!r}). {made_by}")
     path = Path(name_or_path)
     if path.is_file():
         raise UsageError(f"{path} is a file, not a saved {what}: give the folder. {made_by}")
@@ -168,12 +180,18 @@ def _weights_named(folder: str | Path) -> str:
     return str(files[0]) if len(files) == 1 else f"the .safetensors files of {folder}"
 
 
+def holds_any(folder: Path, patterns: Sequence[str]) -> bool:
+    """Whether `folder` holds a file matching one of `patterns` (glob patterns, or plain names)."""
+    return any(path.is_file() for pattern in patterns for path in folder.glob(pattern))
+
+
 def load_model(
     name_or_path: str | Path, model_class=AutoModelForSeq2SeqLM, **model_kwargs
 ) -> PreTrainedModel:
     """`model_class.from_pretrained(name_or_path, **model_kwargs)` in eval mode, after `check_model_location`;
-    weights that do not read are named by their file, and so are weights that read but are not numbers (NaN or
-    infinite: garbage bytes of the right size, which safetensors takes for floats)."""
+    weights that are missing or do not read are named by their file, and so are weights that read but are not
+    numbers (NaN or infinite: garbage bytes of the right size, which safetensors takes for floats). A folder
+    without generation_config.json loads with a warning: it decodes with generate()'s defaults (greedy)."""
     from safetensors import SafetensorError
 
     check_model_location(name_or_path)
@@ -181,6 +199,12 @@ def load_model(
     try:
         model = model_class.from_pretrained(name_or_path, **model_kwargs)
     except (SafetensorError, OSError) as error:  # the model file's UnreadableWeightsError is an OSError
+        if folder.is_dir() and not holds_any(folder, WEIGHTS_FILES):
+            raise MissingPathError(
+                f"{folder} has a config.json but no weights (model.safetensors): a save or download cut "
+                f"short, or a copy that left them behind. {how_to_mend(folder, 'the model')}; nothing was "
+                "loaded."
+            ) from error
         found = unreadable_weights(folder) if folder.is_dir() else None
         if found is None:
             raise
@@ -203,7 +227,30 @@ def load_model(
             f"{where} is corrupt: weights that are not numbers (NaN or infinite) in {names} (bytes damaged "
             f"in a download or save, or a run that diverged). {fix}."
         )
+    if folder.is_dir() and model.can_generate() and not (folder / "generation_config.json").is_file():
+        logger.warning(
+            "%s has no generation_config.json: its model decodes with generate()'s defaults (greedy search) "
+            "unless told otherwise. Save the model again (`save_pretrained` writes one), or pass num_beams "
+            "and length_penalty.",
+            folder,
+        )
     return model.eval()
+
+
+def load_folder_tokenizer(name_or_path: str | Path) -> PreTrainedTokenizerBase:
+    """`AutoTokenizer.from_pretrained`, naming a local folder that holds no tokenizer's vocabulary: for one,
+    transformers answers that sentencepiece or tiktoken should be installed."""
+    try:
+        return AutoTokenizer.from_pretrained(name_or_path)
+    except (OSError, ValueError) as error:
+        folder = Path(name_or_path)
+        if not folder.is_dir() or holds_any(folder, VOCABULARY_FILES):
+            raise
+        raise MissingPathError(
+            f"{folder} holds no tokenizer (no tokenizer.json, nor another tokenizer's vocabulary). Save the "
+            "tokenizer the model was trained with into it (`tokenizer.save_pretrained`), or download or save "
+            "the folder again."
+        ) from error
 
 
 def load_model_folder(
@@ -214,7 +261,7 @@ def load_model_folder(
     go to `from_pretrained` (e.g. `trust_remote_code`)."""
     check_model_location(name_or_path)
     check_files_parse(name_or_path, TOKENIZER_FILES)
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    tokenizer = load_folder_tokenizer(name_or_path)
     return load_model(name_or_path, model_class, **model_kwargs), tokenizer
 
 
@@ -267,6 +314,18 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     `AutoModelForSeq2SeqLM.from_pretrained(folder, trust_remote_code=True)`,
     `AutoTokenizer.from_pretrained(folder)`, and `pipeline(model=folder, trust_remote_code=True)`.
     """
+    if not isinstance(model, PreTrainedModel):
+        raise InputTypeError(
+            f"model is {type(model).__name__}, not a transformers model: pass the one to save."
+        )
+    if not isinstance(tokenizer, PreTrainedTokenizerBase):
+        raise InputTypeError(
+            f"tokenizer is {type(tokenizer).__name__}, not a tokenizer: pass the one the model was trained "
+            "with, which a folder needs to load in pipeline()."
+        )
+    if isinstance(folder, str) and not folder.strip():
+        # Path("") is the current directory: the folder's files would land among whatever is there.
+        raise UsageError(f"folder={folder!r} names no folder: give the folder to save the model into.")
     folder = Path(folder)
     # Saving through the pipeline records `custom_pipelines` and copies the pipeline's code with the model's.
     pipe = pipeline(TASK_NAME, model=model, tokenizer=tokenizer, device=model.device)

@@ -30,12 +30,12 @@ from pathlib import Path
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers.trainers import BpeTrainer
-from transformers import AutoTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ._moved import moved_name
 from .errors import MissingPathError, UsageError
 from .readers import iter_text_lines
-from .saving import check_tokenizer_location
+from .saving import check_tokenizer_location, load_folder_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -249,7 +249,7 @@ def load_tokenizer(
     config expects: `expected` (e.g. `{"pad": config.pad_token_id, "eos": config.eos_token_id}`), by default
     this package's pad 0, bos 1, eos 2, unk 3. A mistyped folder is named, not sent to the Hub."""
     check_tokenizer_location(name_or_path)
-    tokenizer = AutoTokenizer.from_pretrained(name_or_path)
+    tokenizer = load_folder_tokenizer(name_or_path)
     if expected is None:
         expected = {"pad": PAD_TOKEN_ID, "bos": BOS_TOKEN_ID, "eos": EOS_TOKEN_ID, "unk": UNK_TOKEN_ID}
     found = {name: getattr(tokenizer, f"{name}_token_id") for name in expected}

@@ -10,7 +10,7 @@ Needs `pip install -e ".[marian]"` (sentencepiece, for Marian's tokenizers); a H
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, staged
 from hf_vanilla_transformer.tasks.translation.marian import convert_marian
 
 
@@ -24,7 +24,9 @@ class ConvertArguments:
 def main() -> None:
     (args,) = parse_arguments(ConvertArguments, description=__doc__)
     check_output_location(args.output_dir, args.overwrite)
-    print(f"Wrote {convert_marian(args.model, args.output_dir)}")
+    with staged(args.output_dir) as staging:
+        convert_marian(args.model, staging)
+    print(f"Wrote {args.output_dir}")
 
 
 if __name__ == "__main__":

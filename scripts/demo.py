@@ -34,7 +34,13 @@ from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
-from hf_vanilla_transformer.sentences import document_sentences, join_document, sentence_rules, split_document
+from hf_vanilla_transformer.sentences import (
+    document_sentences,
+    join_document,
+    normalize_text,
+    sentence_rules,
+    split_document,
+)
 from hf_vanilla_transformer.tasks import Task, get_task
 from hf_vanilla_transformer.tasks.registry import task_or_plain
 from hf_vanilla_transformer.tasks.series.equivalence import EquivalenceChecker
@@ -135,7 +141,7 @@ class DemoModel:
         return min(512, default_max_new_tokens(self.task, self.model.generation_config, source_tokens=50))
 
     def check_input(self, text: str) -> str:
-        text = (text or "").strip()
+        text = normalize_text(text or "").strip()  # as the pipeline reads it: a pasted U+2028 is a line break
         if not text:
             raise DemoInputError(f"The input is empty: type {self.task.input_hint} first.")
         try:

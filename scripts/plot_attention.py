@@ -23,7 +23,9 @@ from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.options import Options
+from hf_vanilla_transformer.outputs import staged
 from hf_vanilla_transformer.saving import check_model_location, load_model_folder, model_task
+from hf_vanilla_transformer.sentences import normalize_text
 from hf_vanilla_transformer.tasks.registry import task_or_plain
 
 
@@ -119,7 +121,8 @@ def plot_cross_attention(
     # tight_layout leaves no room for the suptitle by itself: keep the top 0.4 inch for it.
     fig.tight_layout(rect=(0, 0, 1, 1 - 0.4 / (height * rows)) if title else None)
     path = Path(path)
-    fig.savefig(path, dpi=110)
+    with staged(path, "--output_file", folder=False) as staging:
+        fig.savefig(staging, dpi=110, format=path.suffix.lstrip(".") or "png")
     plt.close(fig)
     return path
 
@@ -142,6 +145,7 @@ class PlotArguments(Options):
 
 def main() -> None:
     (args,) = parse_arguments(PlotArguments, description=__doc__)
+    args.text = normalize_text(args.text)  # as the pipeline reads it
     if not args.text.strip():
         raise UsageError("--text is empty: give the source text whose attention to draw.")
     if Path(args.output_file).exists() and not args.overwrite:

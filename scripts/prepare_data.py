@@ -6,7 +6,6 @@ Translation and series data have their own commands (prepare_translation.py, gen
 """
 
 import logging
-import shutil
 from dataclasses import dataclass, field
 
 from datasets import DatasetDict
@@ -14,7 +13,7 @@ from datasets import DatasetDict
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, staged
 from hf_vanilla_transformer.tasks import Task, TaskChoice
 from hf_vanilla_transformer.tasks.base import SPLITS
 from hf_vanilla_transformer.tasks.registry import defined_in
@@ -50,9 +49,8 @@ def main() -> None:
     task = args.task_spec
     dataset = task.make_data(args.options, args.output_dir)
     check_made_data(task, dataset)
-    if args.overwrite:
-        shutil.rmtree(args.output_dir, ignore_errors=True)
-    dataset.save_to_disk(args.output_dir)
+    with staged(args.output_dir) as staging:
+        dataset.save_to_disk(staging)
     sizes = ", ".join(f"{split} {split_data.num_rows}" for split, split_data in dataset.items())
     print(f"Saved the {task.name} data ({sizes}) to {args.output_dir}")
 

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 import pyarrow
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
+from hf_vanilla_transformer.data.preprocessing import check_length_limits
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location
+from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location, staged
 from hf_vanilla_transformer.tasks.translation.data import load_translation_dataset, tokenize_translation
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
@@ -78,10 +79,12 @@ def main() -> None:
         check_not_an_input(tokenized_dir, inputs, "--tokenized_output_dir")
         check_output_location(tokenized_dir, args.overwrite, "--tokenized_output_dir")
         tokenizer = load_tokenizer(args.tokenizer)  # before any work: a missing one is named at once
+        check_length_limits(tokenizer, args.max_source_length, args.max_target_length)
     dataset_dict = load_translation_dataset(
         args.dataset, args.dataset_config, languages=(args.source_lang, args.target_lang)
     )
-    dataset_dict.save_to_disk(args.output_dir)
+    with staged(args.output_dir) as staging:
+        dataset_dict.save_to_disk(staging)
     for split, dataset in dataset_dict.items():
         print(f"{split}: {dataset.num_rows} pairs")
     print(f"Saved to {args.output_dir}")
@@ -96,7 +99,8 @@ def main() -> None:
             args.max_target_length,
             num_proc=args.num_proc,
         )
-        tokenized.save_to_disk(tokenized_dir)
+        with staged(tokenized_dir, "--tokenized_output_dir") as staging:
+            tokenized.save_to_disk(staging)
         for split, count in counts.items():
             print(f"{split}: kept {count['kept']} tokenized pairs, dropped {count['dropped']} too long")
         print(f"Saved tokenized data to {tokenized_dir}")

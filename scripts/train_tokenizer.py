@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, staged
 from hf_vanilla_transformer.tasks import TaskChoice
 from hf_vanilla_transformer.tokenization import (
     DEFAULT_MODEL_MAX_LENGTH,
@@ -86,14 +86,15 @@ def main() -> None:
         corpus = args.text_files
 
     start = time.perf_counter()
-    tokenizer = task.train_tokenizer(
-        corpus,
-        args.vocab_size,
-        options,
-        min_frequency=args.min_frequency,
-        model_max_length=args.model_max_length,
-        output_dir=args.output_dir,
-    )
+    with staged(args.output_dir) as staging:
+        tokenizer = task.train_tokenizer(
+            corpus,
+            args.vocab_size,
+            options,
+            min_frequency=args.min_frequency,
+            model_max_length=args.model_max_length,
+            output_dir=staging,
+        )
     print(f"Trained a {len(tokenizer)}-token {task.name} tokenizer in {time.perf_counter() - start:.1f} s")
     print(f"Saved to {args.output_dir}")
 

@@ -11,7 +11,11 @@ Where the cases come from:
 - the faults: for a file, missing, a folder, empty, not UTF-8, gzip-compressed and, in each format it is read
   in, cut short; for a folder, missing, a file, empty, and each of its files cut short (and, for JSON, not
   UTF-8; for weights, unreadable bytes of the right size); for an output, under a path that is a file, not
-  writable, and one of the command's inputs.
+  writable, one of the command's inputs, and a link to nothing.
+- around a command (`test_fault_matrix`, second part): for each output, a second instance of the command
+  started while another holds it; for each call of the one write helper (`outputs.staged`) a command
+  makes, a SIGTERM as the write begins and as it is about to be published; and, for each command, caches
+  that cannot be used.
 
 What each case must give (`check_outcome`): one `error:` line naming the file, exit status 2, no traceback;
 or a
@@ -73,7 +77,7 @@ TEXT_FORMATS = {"JSON", "JSON Lines", "YAML", "text"}
 
 FILE_FAULTS = ("missing", "a folder", "empty", "not UTF-8", "gzip-compressed", "gzip cut short", "cut short")
 FOLDER_FAULTS = ("missing", "a file", "empty")
-OUTPUT_FAULTS = ("under a file", "not writable", "an input")
+OUTPUT_FAULTS = ("under a file", "not writable", "an input", "a dangling link")
 
 # Faults that a command takes as the docs say, not as errors (docs/data.md, "Files the commands read"), by the
 # option that reads the file: text and JSON are read through one reader, which reads a compressed file as the

@@ -242,7 +242,8 @@ def test_ctrl_c_ends_a_script_in_one_line_with_status_130(capsys, monkeypatch):
     assert exit_info.value.code == 130
     assert exit_info.value.__context__ is None or exit_info.value.__suppress_context__
     captured = capsys.readouterr()
-    assert captured.err == "interrupted (Ctrl-C)\n" and captured.out == "working\n"
+    assert captured.err == "Stopped by SIGINT; nothing written: run the command again.\n"
+    assert captured.out == "working\n"
     # With the debug variable, the interrupt keeps its traceback.
     monkeypatch.setenv(DEBUG_VARIABLE, "1")
     with pytest.raises(KeyboardInterrupt):
@@ -262,6 +263,36 @@ def test_a_closed_standard_output_ends_a_script_quietly_with_status_141():
     )  # fmt: skip
     assert result.stdout == "line 0\n"
     assert result.returncode == 141 and result.stderr == ""
+
+
+@pytest.mark.parametrize("where", ["at the end", "while it runs"])
+def test_a_full_standard_output_ends_a_script_in_one_line_with_status_2(where):
+    """`> /dev/full` (a full disk): a report printed at the end fails only when standard output is flushed,
+    which Python does at exit, past any handler; a long output fails while it is written. Either is one line
+    and status 2, not a traceback, nor "Exception ignored" and status 120."""
+    body = "print('report')" if where == "at the end" else "for n in range(10**5): print('line', n)"
+    program = f"from hf_vanilla_transformer.cli import run_script\ndef main():\n    {body}\nrun_script(main)"
+    with open("/dev/full", "w") as full:
+        result = subprocess.run(
+            [sys.executable, "-c", program], stdout=full, stderr=subprocess.PIPE, text=True, timeout=120
+        )
+    assert (result.returncode, result.stderr) == (
+        2,
+        "error: standard output could not be written: no space left on device. Free space where it goes, or "
+        "send it elsewhere.\n",
+    )
+
+
+def test_a_full_disk_under_another_file_is_not_called_standard_outputs():
+    """The write that found no room was not standard output's (which takes more): it keeps its traceback."""
+    program = (
+        "from hf_vanilla_transformer.cli import run_script\n"
+        "def main():\n    print('report')\n    open('/dev/full', 'w').write('x' * 10**5)\n"
+        "run_script(main)"
+    )
+    result = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 1 and result.stdout == "report\n"
+    assert "Traceback" in result.stderr and "standard output" not in result.stderr
 
 
 @pytest.mark.parametrize("status", [0, 1, 130, 143, "error: a script's own message"])

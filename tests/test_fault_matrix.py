@@ -5,13 +5,19 @@ _option_is_in_the_matrix` fails on a command or option the matrix does not reach
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import os
 import shutil
+import signal
+import socket
+import subprocess
 from pathlib import Path
 
 import pytest
 from datasets import load_from_disk
 
+from hf_vanilla_transformer import locks
 from hf_vanilla_transformer.outputs import INPUT_OPTIONS
 
 from . import fault_matrix as fm
@@ -337,6 +343,10 @@ COMMANDS = [
             "en",
             "--tokenizer",
             w["tokenizer"],
+            "--max_source_length",
+            "96",
+            "--max_target_length",
+            "96",
             "--output_dir",
             out / "data",
             "--tokenized_output_dir",
@@ -683,6 +693,10 @@ def test_a_faulty_output(world, command, option, fault, tmp_path):
     elif fault == "not writable":
         target = fm.unwritable_folder(tmp_path) / "output"
         named = [target]
+    elif fault == "a dangling link":
+        target = tmp_path / "link"
+        target.symlink_to(tmp_path / "nowhere" / "output")
+        named = [target]
     else:  # the command's first input option, copied, given as both that input and this output
         read, valid = next((o, v) for o, v in command.reads(world).items() if o in INPUT_OPTIONS)
         target = (tmp_path / "input") / Path(valid).name
@@ -700,6 +714,8 @@ def test_a_faulty_output(world, command, option, fault, tmp_path):
     after = {**fm.sha(tmp_path), **fm.sha(world["data"].parent), **fm.sha(world["run"].parent)}
     changed = sorted(path for path, digest in before.items() if after.get(path) != digest)
     assert not changed, f"{command.name} --{option} {fault} changed or removed {changed}"
+    if fault == "a dangling link":
+        assert target.is_symlink(), f"{command.name} --{option}: the link was replaced"
 
 
 def path_options_of(script: str, monkeypatch) -> tuple[set[str], set[str]]:
@@ -720,7 +736,9 @@ def path_options_of(script: str, monkeypatch) -> tuple[set[str], set[str]]:
 @pytest.mark.parametrize("script", [*CLI_SCRIPTS, *BENCHMARK_SCRIPTS])
 def test_every_command_and_path_option_is_in_the_matrix(script, monkeypatch):
     """A command, or an option of one that reads or writes a path, that no line of the matrix reaches fails
-    here: add a line for it to COMMANDS (and its kind to fault_matrix.KINDS if it is new)."""
+    here: add a line for it to COMMANDS (and its kind to fault_matrix.KINDS if it is new). What happens
+    around a command is generated from the same lines: each output option a second instance and a signal at
+    each write (a line that runs here, not one that trains for minutes), each line its caches."""
     reads, writes = path_options_of(script, monkeypatch)
     lines = [command for command in COMMANDS if command.script == script]
     covered_reads = {option for command in lines for option in _reads_options(command)}
@@ -728,3 +746,203 @@ def test_every_command_and_path_option_is_in_the_matrix(script, monkeypatch):
     missing = sorted(reads - covered_reads) + sorted(writes - covered_writes)
     assert not missing, f"{script}.py: options no line of the fault matrix gives a fault: {missing}"
     assert reads | writes <= set(fm.KINDS) | writes, sorted((reads | writes) - set(fm.KINDS))
+    around = [command for command in writing_commands() if command.script == script]
+    unsignalled = writes - {option for command in around for option in command.writes}
+    # A line that trains for minutes in processes of its own is signalled by its own tests.
+    assert not unsignalled or all(command.trains for command in lines), (
+        f"{script}.py: no line that runs here writes {sorted(unsignalled)}"
+    )
+    assert any(command.name == case.id for command in lines for case in cache_cases()) or all(
+        command.trains for command in lines
+    ), f"{script}.py: no line meets caches that cannot be used"
+
+
+# Around a command: what happens while it runs (fault_matrix.py's docstring). Generated from the same lines.
+
+
+def writing_commands() -> list:
+    return [command for command in COMMANDS if command.writes and not command.trains]
+
+
+@pytest.fixture(scope="module")
+def live_holder():
+    """A live process of this host that holds locks in these tests: a first instance still running."""
+    process = subprocess.Popen(["sleep", "3600"])
+    yield process
+    process.kill()
+    process.wait()
+
+
+def hold_lock_as(output: Path, pid: int) -> Path:
+    """A lock of `output` held by process `pid` of this host, as `locks.OutputLock` writes it."""
+    holder = locks.Holder(
+        command="python scripts/first-instance.py", pid=pid, host=socket.gethostname(),
+        started="2026-01-01 00:00:00 UTC", token="first", process_start=locks.process_start(pid),
+    )  # fmt: skip
+    path = locks.lock_path(output)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(dataclasses.asdict(holder)), encoding="utf-8")
+    return path
+
+
+def second_instance_cases() -> list:
+    return [
+        pytest.param(command, option, id=f"{command.name}-{option}")
+        for command in COMMANDS
+        for option in command.writes
+    ]
+
+
+@pytest.mark.parametrize(("command", "option"), second_instance_cases())
+def test_a_second_instance_on_the_same_output(world, command, option, live_holder, tmp_path):
+    """A command started while another holds its output (a job submitted twice) is refused in one line
+    naming the holder, before it reads, deletes or writes anything; the holder's lock stays."""
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [str(item) for item in command.args(world, out)]
+    target = Path(args[args.index(f"--{option}") + 1])
+    lock = hold_lock_as(target, live_holder.pid)
+    before = {**fm.sha(tmp_path), **fm.sha(world["data"].parent), **fm.sha(world["run"].parent)}
+    result = run_script_file(f"{command.script}.py", *args, cwd=tmp_path, env=fm.environment())
+    fm.check_outcome(result, f"{command.name} --{option} held: {' '.join(args)}", "error", [target])
+    assert f"process {live_holder.pid} on {socket.gethostname()}" in result.stderr, result.stderr[-2000:]
+    after = {**fm.sha(tmp_path), **fm.sha(world["data"].parent), **fm.sha(world["run"].parent)}
+    changed = sorted(path for path, digest in before.items() if after.get(path) != digest)
+    assert not changed, f"{command.name} with --{option} held changed or removed {changed}"
+    assert lock.is_file()
+
+
+# Commands that write, and whose writes are not all through the one write helper, with why. A command that
+# writes and makes no call of it fails `test_a_signal_at_each_write` unless it is here.
+OWN_WRITERS = {
+    # Its output grows line by line beside a record of how far it got; a rerun continues it
+    # (tests/test_translate.py stops it by signal at every window; test_around_a_command.py too).
+    "translate": "resumable output",
+    "translate (ctranslate2)": "resumable output",
+    # A measurement that writes into a temporary folder of --output_dir, deleted afterwards.
+    "benchmarks/time_checkpoint_save": "temporary folder",
+    # Its steps are the commands above, each signalled at each of its writes here; a run of it is minutes.
+    "quickstart": "its steps are the commands above",
+}
+
+
+def signal_at(point: str, call: int):
+    """A `outputs.write_hook` that sends this process SIGTERM at `point` of its `call`-th write; the calls
+    it saw, by output."""
+    seen = []
+
+    def hook(at, output):
+        if at == "begin":
+            seen.append(output)
+        if at == point and len(seen) == call:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    return hook, seen
+
+
+# Commands that train in this process: a signal after training finishes the final folder (docs/training.md).
+TRAINS_HERE = ("train", "train_accelerate", "benchmarks/profile_training", "quickstart")
+
+
+@pytest.mark.parametrize("point", ["begin", "end"])
+@pytest.mark.parametrize("command", [pytest.param(c, id=c.name) for c in writing_commands()])
+def test_a_signal_at_each_write(world, command, point, tmp_path, monkeypatch):
+    """SIGTERM at each write of a command (each call of `outputs.staged`, as it begins and as it is about
+    to be published): the command ends with status 143 and one line saying what it kept, no traceback; what
+    existed is unchanged, nothing unfinished is left where a later command would take it as whole, and its
+    locks are released. A command that trains here may finish its final folder instead, and then ends 0."""
+    from hf_vanilla_transformer import outputs
+
+    if command.name in OWN_WRITERS:
+        pytest.skip(f"writes on its own: {OWN_WRITERS[command.name]}")
+    call = 0
+    while True:
+        call += 1
+        case = tmp_path / f"call-{call}"
+        out = case / "out"
+        out.mkdir(parents=True)
+        hook, seen = signal_at(point, call)
+        monkeypatch.setattr(outputs, "write_hook", hook)
+        args = [str(item) for item in command.args(world, out)]
+        before = {**fm.sha(world["data"].parent), **fm.sha(world["run"].parent)}
+        result = run_script_file(f"{command.script}.py", *args, cwd=case, env=fm.environment())
+        shown = f"{command.name}, SIGTERM at the {point} of write {call}: {' '.join(args)}"
+        shown += f"\n{result.stderr[-3000:]}"
+        assert "Traceback" not in result.stderr, shown
+        if len(seen) < call:  # the run made fewer writes: every one has had its signal
+            if call == 1 and result.returncode == 2:  # cannot run here (no Chromium): nothing to stop
+                pytest.skip(f"{command.name} does not run here: {result.stderr.strip().splitlines()[-1]}")
+            assert result.returncode == 0, shown
+            written = [str(path) for path in out.rglob("*") if path.is_file()]
+            assert call > 1 or not written, f"{command.name} wrote {written} but never through outputs.staged"
+            break
+        stopped = [line for line in result.stderr.splitlines() if line.startswith("Stopped by SIGTERM")]
+        finished = command.script in TRAINS_HERE and result.returncode == 0
+        assert finished or (result.returncode == 143 and len(stopped) == 1), shown
+        assert not [line for line in result.stderr.splitlines() if line.startswith("error:")], shown
+        after = {**fm.sha(world["data"].parent), **fm.sha(world["run"].parent)}
+        assert after == before, shown
+        left = sorted(str(path) for path in case.rglob("*") if path.name.endswith((".unfinished", ".lock")))
+        assert not left, f"{shown}\nleft behind: {left}"
+        if not finished:
+            assert not seen[-1].exists(), f"{shown}\n{seen[-1]} was published"
+        assert call < 20, shown
+
+
+# Lines whose success takes minutes, with what meets their caches instead.
+LONG_RUNS = {
+    # Builds, tokenizes and times corpora; its data files are read by `data.files.load_data_folder`, whose
+    # cache check the `(data-jsonl)` and `(data-parquet)` lines meet.
+    "benchmarks/benchmark_corpus (multi30k)": "the (data-jsonl) lines",
+}
+
+
+def cache_cases() -> list:
+    return [
+        pytest.param(command, id=command.name)
+        for command in COMMANDS
+        if not command.trains and command.name not in LONG_RUNS
+    ]
+
+
+@pytest.mark.parametrize("command", cache_cases())
+def test_caches_that_cannot_be_used(world, command, tmp_path, monkeypatch):
+    """The libraries' caches (`caches`: datasets', evaluate's modules and metrics) under a path that is a
+    file, as a read-only or mistyped HF_HOME leaves them: a command that needs none runs as it runs with
+    them, one that needs one ends in one line naming it, having changed nothing; the shared inputs never
+    change. The libraries read these settings from their `config` modules when they use them, which is
+    where the case sets them."""
+    import datasets
+    import evaluate
+
+    blocked = tmp_path / "a-file"
+    blocked.write_text("not a folder\n", encoding="utf-8")
+    settings = [(datasets.config, "HF_DATASETS_CACHE", "datasets")]
+    settings += [(evaluate.config, "HF_MODULES_CACHE", "modules")]
+    settings += [(evaluate.config, "HF_METRICS_CACHE", "metrics")]
+    for module, name, folder in settings:
+        monkeypatch.setattr(module, name, blocked / folder)
+    if command.script == "demo":
+        import gradio
+
+        monkeypatch.setattr(gradio.Blocks, "launch", lambda *args, **kwargs: None)
+    out = tmp_path / "out"
+    out.mkdir()
+    args = [str(item) for item in command.args(world, out)]
+    before = {**fm.sha(tmp_path), **fm.sha(world["data"].parent), **fm.sha(world["run"].parent)}
+    result = run_script_file(f"{command.script}.py", *args, cwd=tmp_path, env=fm.environment())
+    shown = f"{command.name} with caches under a file: {' '.join(args)}\n{result.stderr[-3000:]}"
+    assert "Traceback" not in result.stderr, shown
+    after = {**fm.sha(tmp_path), **fm.sha(world["data"].parent), **fm.sha(world["run"].parent)}
+    shared = {path for path in before if not path.startswith(str(tmp_path))}
+    changed = sorted(path for path, digest in before.items() if after.get(path) != digest)
+    if result.returncode == 0:
+        changed = [path for path in changed if path in shared]  # its own output it may write
+    assert not changed, f"{shown}\nchanged or removed {changed}"
+    if result.returncode != 0:
+        errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+        assert result.returncode == 2 and len(errors) == 1, shown
+        if str(blocked) not in errors[0]:  # refused for a reason of its own: the same with usable caches
+            monkeypatch.undo()
+            usable = run_script_file(f"{command.script}.py", *args, cwd=tmp_path, env=fm.environment())
+            assert errors[0] in usable.stderr, f"{shown}\nwith usable caches:\n{usable.stderr[-2000:]}"

@@ -13,9 +13,9 @@ PACKAGE = ROOT / "hf_vanilla_transformer"
 # docs/layout.md's layers, bottom first: a module may import its own part of the package and the layers
 # below its part's, never a layer above, and no import runs in a circle, inside a part or across parts.
 LAYERS = (
-    ("configuration_vanilla_transformer", "errors", "sentences", "_moved"),
-    ("modeling_vanilla_transformer", "pipeline_seq2seq", "extras", "outputs", "options", "readers"),
-    ("metrics", "saving"),
+    ("configuration_vanilla_transformer", "errors", "sentences", "_moved", "stopping"),
+    ("modeling_vanilla_transformer", "pipeline_seq2seq", "extras", "options", "readers", "locks", "caches"),
+    ("metrics", "saving", "outputs"),
     ("data", "tokenization"),
     ("tasks",),
     ("interop",),

@@ -411,6 +411,32 @@ def test_a_paragraph_is_translated_as_its_sentences_one_by_one():
         pipe(PARAGRAPH, source_lang="xx")
 
 
+def test_a_byte_order_mark_or_another_systems_line_ends_change_no_translation():
+    """A text that starts with a UTF-8 byte-order mark (a file saved by Notepad), or whose lines end in CRLF
+    or U+2028, translates as the plain text: the pipeline reads it as the package's file readers do
+    (`sentences.normalize_text`). Unread, the mark is an unknown token that changes the translation ("A fit
+    dog runs in the park"), and the series model's grammar refuses it."""
+    from hf_vanilla_transformer import Seq2SeqGenerationPipeline
+
+    cards = Path(__file__).resolve().parents[1] / "model_cards"
+    pipe = pipeline(
+        PIPELINE_TASK, model=str(cards / "vanilla-transformer-multi30k-de-en"),
+        pipeline_class=Seq2SeqGenerationPipeline, num_beams=1,
+    )  # fmt: skip
+    sentence = "Ein Hund rennt im Park."
+    plain = pipe(sentence)
+    assert pipe("\ufeff" + sentence) == plain
+    assert pipe(["\ufeff" + sentence, sentence], split_sentences=False) == [plain, plain]
+    text = f"{sentence}\nZwei Katzen schlafen."
+    assert pipe(text.replace("\n", "\r\n")) == pipe(text.replace("\n", "\u2028")) == pipe(text)
+    assert pipe(text)[0]["generated_text"].count("\n") == 1
+    series = pipeline(
+        PIPELINE_TASK, model=str(cards / "vanilla-transformer-series"),
+        pipeline_class=Seq2SeqGenerationPipeline, num_beams=1,
+    )  # fmt: skip
+    assert series("\ufeffexp(2*a*x)\r\n") == series("exp(2*a*x)")
+
+
 def test_a_text_is_split_by_the_rules_of_the_models_source_language(monkeypatch):
     """The Multi30k model records that it reads German (`langs`): "am 3. Mai" and "z. B." end no sentence
     there, as they would by English rules; `source_lang` names other rules per call."""

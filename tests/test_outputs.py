@@ -10,6 +10,9 @@ import pytest
 from hf_vanilla_transformer.cli import is_user_error
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.outputs import check_not_an_input, check_output_options
+from hf_vanilla_transformer.training import average_checkpoints, check_output_beside_checkpoints
+from hf_vanilla_transformer.training.averaging import check_output_apart
+from hf_vanilla_transformer.training.checkpoints import write_complete_record
 
 from .script_runner import run_script_file
 
@@ -141,6 +144,76 @@ def test_average_checkpoints_refuses_to_write_into_the_run_it_reads(tmp_path, ov
     message = f"--output_dir {run} is the --run_dir being read: writing there would replace it; give another"
     _assert_refused(result, f"{message} --output_dir.")
     assert _contents(run) == before
+
+
+def _checkpoint(path: Path, step: int) -> Path:
+    """A stand-in for a whole checkpoint (its record written): the refusal comes before anything reads it."""
+    write_complete_record(_folder(path), step)
+    return path
+
+
+# Where an output of average_checkpoints.py would change a checkpoint of the run it reads, by what each says.
+INTO_A_CHECKPOINT = {
+    "a whole checkpoint": (
+        "checkpoint-2",
+        "is the checkpoint {run}/checkpoint-2: writing there would replace it",
+    ),
+    "one whose save did not finish": (
+        "checkpoint-6",
+        "is the checkpoint {run}/checkpoint-6: writing there would replace it",
+    ),
+    "inside a checkpoint": (
+        "checkpoint-2/averaged",
+        "lies inside the checkpoint {run}/checkpoint-2: writing there would change it",
+    ),
+    "a checkpoint's name": (
+        "checkpoint-8",
+        "is named as a checkpoint of the run (checkpoint-8): the run would take it for a save that did not "
+        "finish, and delete it when resumed",
+    ),
+}
+
+
+@pytest.mark.parametrize("overwrite", [[], ["--overwrite"]])
+@pytest.mark.parametrize("where", INTO_A_CHECKPOINT)
+def test_average_checkpoints_refuses_to_write_into_a_checkpoint_of_the_run(tmp_path, where, overwrite):
+    """Inside the run folder, beside its checkpoints, is where an averaged model goes (`run/averaged`); into
+    one of them, averaged or not, whole or not, it would replace what the user may resume from or look at.
+    The empty folder of a save cut short passes for a new output (`check_output_location`): refused too."""
+    run = tmp_path / "run"
+    _checkpoint(run / "checkpoint-2", 2)
+    _checkpoint(run / "checkpoint-4", 4)
+    (run / "checkpoint-6").mkdir()  # a save stopped before its first file
+    name, says = INTO_A_CHECKPOINT[where]
+    output = run / name
+    before, folders = _contents(tmp_path), sorted(tmp_path.rglob("*"))
+    result = run_script_file(
+        "average_checkpoints.py", "--run_dir", run, "--last", "1", "--output_dir", output, *overwrite,
+        cwd=tmp_path,
+    )  # fmt: skip
+    _assert_refused(
+        result,
+        f"--output_dir {output} {says.format(run=run)}; give a folder of its own, e.g. --output_dir "
+        f"{run / 'averaged'}.",
+    )
+    assert _contents(tmp_path) == before and sorted(tmp_path.rglob("*")) == folders
+
+
+def test_an_averaged_model_is_never_written_where_it_would_change_a_checkpoint(tmp_path):
+    """The rule as the library applies it to the checkpoints it is handed, symlinks resolved."""
+    run = tmp_path / "run"
+    checkpoint = _checkpoint(run / "checkpoint-2", 2)
+    link = tmp_path / "link"
+    link.symlink_to(checkpoint, target_is_directory=True)
+    for output, says in [
+        (link, f"is the checkpoint {checkpoint}"),
+        (checkpoint / "averaged", f"lies inside the checkpoint {checkpoint}"),
+        (tmp_path, f"holds the checkpoint {checkpoint}"),
+    ]:
+        with pytest.raises(UsageError, match=f"^--output_dir {output} {says}: writing there would"):
+            average_checkpoints([checkpoint], output)
+    check_output_apart(run / "averaged", [checkpoint])
+    check_output_beside_checkpoints(run / "averaged", run)
 
 
 @pytest.mark.parametrize("where", ["same", "parent"])

@@ -5,10 +5,15 @@ error. The text faults run through every command's way in to the text reader (a 
 a reader added to the table is tested against all of them."""
 
 import bz2
+import contextlib
+import functools
 import gzip
 import io
 import json
 import lzma
+import os
+import signal
+import threading
 import zipfile
 from pathlib import Path
 
@@ -21,6 +26,7 @@ from hf_vanilla_transformer.readers import count_text_lines, iter_stream_lines, 
 from hf_vanilla_transformer.tasks.translation.data import load_parallel_text, load_translation_dataset
 from hf_vanilla_transformer.tokenization import iter_corpus
 
+from .fault_matrix import sha
 from .script_runner import run_script_file
 
 LINES = ["Ein Hund läuft.", "Zwei Männer sitzen.", "", "Eine Katze schläft im Park.", "Ende."]
@@ -82,6 +88,12 @@ READABLE = {
     "bzip2": bz2.compress(TEXT),
     "xz": lzma.compress(TEXT),
     "byte-order mark and CRLF": b"\xef\xbb\xbf" + TEXT.replace(b"\n", b"\r\n"),
+    # Read as the pipeline reads a text (`sentences.normalize_text`), kept a line for a line: another line end
+    # inside a line is a space, and a mark at the start of any line (files joined by `cat`) is dropped.
+    "U+2028, U+2029, NEL, a lone CR, VT and FF between words": (
+        "Ein\u2028Hund läuft.\nZwei\rMänner\x85sitzen.\n\nEine\u2029Katze\x0bschläft\x0cim Park.\nEnde.\n"
+    ).encode("utf-8"),
+    "a byte-order mark on every line": "".join(f"\ufeff{line}\n" for line in LINES).encode("utf-8"),
 }
 # Bytes that are refused: (their error's type, what its message says besides the file's name).
 REFUSED = {
@@ -152,8 +164,9 @@ def test_the_count_checks_a_whole_file_before_any_line_is_used(tmp_path):
 
 
 def test_standard_input_is_decompressed_and_checked_as_a_file_is():
-    gzipped = io.BufferedReader(io.BytesIO(gzip.compress(TEXT, mtime=0)))
-    assert list(iter_stream_lines(gzipped)) == LINES
+    for compress in (functools.partial(gzip.compress, mtime=0), bz2.compress, lzma.compress):
+        compressed = io.BufferedReader(io.BytesIO(compress(TEXT)))
+        assert list(iter_stream_lines(compressed)) == LINES
     latin = io.BufferedReader(io.BytesIO(TEXT.decode("utf-8").encode("latin-1")))
     with pytest.raises(UsageError, match="standard input is not valid UTF-8: line 1"):
         list(iter_stream_lines(latin))
@@ -210,11 +223,6 @@ DATA_FAULTS = {
         lambda path: _damaged_line(ROWS),
         "line 201 does not parse",
     ),
-    "JSON Lines in latin-1": (
-        "train.jsonl",
-        lambda path: _jsonl(ROWS).decode("utf-8").encode("latin-1"),
-        "its last line is not UTF-8",
-    ),
     "JSON Lines empty": ("train.jsonl", lambda path: b"", "it is empty"),
     "CSV row damaged": (
         "train.csv",
@@ -259,6 +267,68 @@ def test_whole_data_files_load_and_stream(tmp_path):
     assert next(iter(streamed["train"]))["translation"] == ROWS[0]
 
 
+def _data_lines(suffix: str, rows=ROWS) -> list[str]:
+    """`rows` as the lines of a JSON Lines or CSV file."""
+    if suffix == ".csv":
+        return ["de,en\n", *(f"{row['de']},{row['en']}\n" for row in rows)]
+    return [json.dumps(row, ensure_ascii=False) + "\n" for row in rows]
+
+
+def _latin1_line(suffix: str, number: int = 201) -> tuple[bytes, int]:
+    """A data file of `ROWS` in UTF-8 (JSON Lines or CSV) but for line `number`, in Latin-1 (a row pasted from
+    another file), and the byte offset in that line of its first byte that is no UTF-8 ("ü")."""
+    lines = _data_lines(suffix)
+    encoded = [line.encode("utf-8") for line in lines]
+    encoded[number - 1] = lines[number - 1].encode("latin-1")
+    return b"".join(encoded), encoded[number - 1].index("ü".encode("latin-1"))
+
+
+@pytest.mark.parametrize("streaming", [False, True], ids=["loaded", "streamed"])
+@pytest.mark.parametrize("suffix", [".jsonl", ".csv"])
+def test_a_data_file_not_in_utf8_is_named_with_its_line_and_the_fix_loaded_or_streamed(
+    tmp_path, suffix, streaming
+):
+    """`datasets` hands a JSON Lines file's bytes to pyarrow unchecked: without the check, the data set loads,
+    and its text fails in whatever reads it next (train_tokenizer.py's UnicodeDecodeError)."""
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    broken = folder / f"train{suffix}"
+    data, offset = _latin1_line(suffix)
+    broken.write_bytes(data)
+    (folder / f"validation{suffix}").write_text("".join(_data_lines(suffix, ROWS[:5])), encoding="utf-8")
+    options = {"streaming": True} if streaming else {"cache_dir": str(tmp_path / "cache")}
+    with pytest.raises(UsageError) as raised:
+        load_translation_dataset(folder, languages=("de", "en"), **options)
+    assert str(raised.value) == (
+        f"'{broken}' is not valid UTF-8: line 201 has byte 0xfc at byte offset {offset}. Re-encode the file "
+        "as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
+    )
+    assert not (tmp_path / "cache").exists()  # refused before `datasets` read any of it
+
+
+def test_a_data_file_that_ends_inside_a_utf8_character_is_named_cut_short(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    broken = folder / "train.jsonl"
+    data = _jsonl(ROWS)
+    broken.write_bytes(data[: data.index("ü".encode()) + 1])  # "ü" is two bytes: the cut falls between them
+    with pytest.raises(
+        CorruptFileError, match=r"train\.jsonl' is cut short: its last line \(line 1\) ends inside"
+    ):
+        load_translation_dataset(folder, languages=("de", "en"), streaming=True)
+
+
+def test_text_data_files_of_another_encoding_named_to_datasets_are_read_in_it(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    rows = [{"de": "Zwei Männer", "en": "Two men"}, {"de": "Ein Hund", "en": "A dog"}]
+    (folder / "train.csv").write_bytes("de,en\nZwei Männer,Two men\nEin Hund,A dog\n".encode("latin-1"))
+    loaded = load_translation_dataset(
+        folder, languages=("de", "en"), encoding="latin-1", cache_dir=str(tmp_path / "cache")
+    )
+    assert [row["translation"] for row in loaded["train"]] == rows
+
+
 SAVED_FAULTS = {
     "an Arrow file cut short": ("train/data-00000-of-00001.arrow", "does not read as Arrow"),
     "state.json cut short": ("train/state.json", "does not parse as JSON"),
@@ -297,6 +367,26 @@ def test_prepare_translation_names_a_data_file_cut_short_in_one_line(tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
     assert lines[-1].startswith(f"error: {broken} is truncated or corrupt: it does not read as parquet")
     assert not (tmp_path / "out").exists()
+
+
+def test_prepare_translation_names_a_data_file_not_in_utf8_in_one_line(tmp_path):
+    folder = tmp_path / "corpus"
+    folder.mkdir()
+    broken = folder / "train.jsonl"
+    data, offset = _latin1_line(".jsonl")
+    broken.write_bytes(data)
+    (folder / "validation.jsonl").write_bytes(_jsonl(ROWS[:5]))
+    before = sha(tmp_path)
+    result = run_script_file(
+        "prepare_translation.py", "--dataset", folder, "--source_lang", "de", "--target_lang", "en",
+        "--output_dir", tmp_path / "out", cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: '{broken}' is not valid UTF-8: line 201 has byte 0xfc at byte offset {offset}. Re-encode "
+        "the file as UTF-8, e.g. `iconv -f latin1 -t utf-8`."
+    ]
+    assert sha(tmp_path) == before and sorted(tmp_path.iterdir()) == [folder]  # nothing written
 
 
 def test_compressed_json_is_read_as_the_json_it_holds_unless_another_library_reads_it_next(tmp_path):
@@ -366,3 +456,75 @@ def test_a_model_card_is_read_through_the_text_reader(tmp_path):
     card.write_bytes(b"\n")
     with pytest.raises(UsageError, match=r"card\.md is empty: write one"):
         build_hub_folder(model_dir, tmp_path / "hub2", card=card)
+
+
+# ---------------------------------------------------------------------------- text as the pipeline reads it
+
+
+def test_a_whole_text_keeps_its_line_breaks_as_newlines(tmp_path):
+    from hf_vanilla_transformer.readers import read_text
+
+    path = tmp_path / "card.md"
+    path.write_bytes("\ufeff# Karte\r\n\r\nEin Hund\u2028läuft.\rEnde.\x0cSeite 2\n".encode())
+    assert read_text(path) == "# Karte\n\nEin Hund\nläuft.\nEnde. Seite 2\n"
+
+
+# ---------------------------------------------------------------------------- pipes and FIFOs
+
+
+@contextlib.contextmanager
+def fed_fifo(path: Path, data: bytes, seconds: int = 120):
+    """A FIFO at `path`, as `<(zcat news.gz)` hands one to a command: a thread writes `data` into it once a
+    reader opens it. A reader that opened it twice (a probe, then the read) would wait for ever for a second
+    writer: the test fails after `seconds` instead."""
+    if not path.exists():
+        os.mkfifo(path)
+
+    def feed():
+        with contextlib.suppress(BrokenPipeError), open(path, "wb") as fifo:
+            fifo.write(data)
+
+    def waited_too_long(signum, frame):
+        raise TimeoutError(f"{path} was not read once through within {seconds} s")
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    previous = signal.signal(signal.SIGALRM, waited_too_long)
+    signal.alarm(seconds)
+    try:
+        yield path
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+        if writer.is_alive():  # never opened, or not read to the end: let the writer's open and write return
+            os.close(os.open(path, os.O_RDONLY | os.O_NONBLOCK))
+        writer.join(10)
+
+
+def test_a_fifo_is_read_once_as_a_stream(tmp_path):
+    """A pipe or a FIFO is no regular file: every reader takes it, reads it once (its compression told from
+    the bytes it holds back), and refuses its faults as a file's; counting it first, which would empty it, is
+    refused in one line."""
+    from hf_vanilla_transformer.cli import read_recipe_file
+    from hf_vanilla_transformer.readers import read_text
+
+    with fed_fifo(tmp_path / "plain", TEXT) as fifo:
+        assert list(iter_text_lines(fifo)) == LINES
+    with fed_fifo(tmp_path / "gzipped", gzip.compress(TEXT, mtime=0)) as fifo:
+        assert list(translating.read_lines([fifo])) == LINES
+    with fed_fifo(tmp_path / "card", READABLE["byte-order mark and CRLF"]) as fifo:
+        assert read_text(fifo) == TEXT.decode("utf-8")
+    with fed_fifo(tmp_path / "overrides.json", bz2.compress(b'{"dropout": 0.0}')) as fifo:
+        assert read_json(fifo, "Write it again") == {"dropout": 0.0}
+    with fed_fifo(tmp_path / "recipe.yaml", b"learning_rate: 0.001\r\nmax_steps: 10\r\n") as fifo:
+        assert read_recipe_file(fifo) == {"learning_rate": 0.001, "max_steps": 10}
+    with fed_fifo(tmp_path / "latin", TEXT.decode("utf-8").encode("latin-1")) as fifo:
+        with pytest.raises(UsageError, match=r"latin' is not valid UTF-8: line 1 has byte 0xe4 at byte"):
+            list(iter_text_lines(fifo))
+    with fed_fifo(tmp_path / "counted", TEXT) as fifo:
+        with pytest.raises(UsageError) as raised:
+            count_text_lines(fifo, "--input file")
+        assert str(raised.value) == (
+            f"--input file {fifo} is a pipe or a device, which can be read only once, so not counted before "
+            "it is read: give a regular file."
+        )

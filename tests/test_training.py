@@ -34,8 +34,11 @@ from hf_vanilla_transformer.training import (
     prepare_output_dir,
     token_budget_sampler,
 )
+from hf_vanilla_transformer.training.checkpoints import write_complete_record
 
 from .conftest import tiny_config
+from .fault_matrix import sha
+from .script_runner import run_script_file
 
 
 def test_inverse_sqrt_schedule_with_paper_peak_is_equation_3():
@@ -464,6 +467,62 @@ def test_checkpoint_averaging_writes_mean_weights(tmp_path, word_tokenizer):
     assert model.lm_head.weight is model.model.shared.weight
     with pytest.raises(ValueError, match="has 2"):
         last_checkpoints(tmp_path, 5)
+
+
+def _saved_checkpoint(folder, step, tokenizer, dtype=torch.float32, **config):
+    """A checkpoint of a tiny model as a run leaves one: weights, config, tokenizer and its record."""
+    torch.manual_seed(step)
+    model = VanillaTransformerForConditionalGeneration(tiny_config(**config)).to(dtype)
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    write_complete_record(folder, step)
+    return folder
+
+
+def test_average_checkpoints_refuses_checkpoints_of_two_model_sizes_in_one_line(tmp_path, word_tokenizer):
+    """A run folder whose checkpoints two runs of different d_model saved: the sum of their weights would end
+    in a RuntimeError; the first weight whose shape differs is named, with both shapes."""
+    run = tmp_path / "run"
+    small = _saved_checkpoint(run / "checkpoint-2", 2, word_tokenizer)
+    large = _saved_checkpoint(run / "checkpoint-4", 4, word_tokenizer, d_model=64)
+    a, b = load_file(small / "model.safetensors"), load_file(large / "model.safetensors")
+    name = next(name for name in a if a[name].shape != b[name].shape)
+    before = sha(tmp_path)
+    result = run_script_file(
+        "average_checkpoints.py", "--run_dir", run, "--last", "2", "--output_dir", tmp_path / "averaged",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert result.stderr.strip().splitlines() == [
+        f"error: {small} and {large} are models of different sizes: {name} is {list(a[name].shape)} in "
+        f"checkpoint-2 and {list(b[name].shape)} in checkpoint-4. Average the checkpoints of one model: "
+        "fewer of them (--last), all saved since its size last changed."
+    ]
+    assert sha(tmp_path) == before and not (tmp_path / "averaged").exists()
+
+
+def test_average_checkpoints_writes_beside_the_checkpoints_and_takes_mixed_dtypes(tmp_path, word_tokenizer):
+    """`--output_dir <run>/averaged`, inside the run folder it reads, stays fine. Weights saved in bfloat16
+    by one checkpoint and float32 by the next average in float64, written in the last one's dtype, said."""
+    run = tmp_path / "run"
+    older = _saved_checkpoint(run / "checkpoint-2", 2, word_tokenizer, dtype=torch.bfloat16)
+    newer = _saved_checkpoint(run / "checkpoint-4", 4, word_tokenizer)
+    before = sha(run)
+    result = run_script_file(
+        "average_checkpoints.py", "--run_dir", run, "--last", "2", "--output_dir", run / "averaged",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert (
+        "checkpoint-2 holds " in result.stderr and " in bfloat16, checkpoint-4 in float32: " in result.stderr
+    )
+    assert "written in float32, as checkpoint-4 loads" in result.stderr
+    assert {path: digest for path, digest in sha(run).items() if "averaged" not in path} == before
+    a, b = (load_file(folder / "model.safetensors") for folder in (older, newer))
+    averaged = load_file(run / "averaged" / "model.safetensors")
+    for name in a:
+        assert averaged[name].dtype == torch.float32
+        torch.testing.assert_close(averaged[name], ((a[name].double() + b[name].double()) / 2).float())
 
 
 def test_a_time_budgeted_run_shows_minutes_of_its_budget_not_max_steps():

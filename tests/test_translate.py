@@ -8,6 +8,7 @@ import functools
 import gzip
 import io
 import random
+import subprocess
 import sys
 
 import pytest
@@ -21,7 +22,8 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
 
 from .conftest import WORDS, make_word_tokenizer, tiny_config
-from .script_runner import run_script_file
+from .script_runner import SCRIPTS, run_script_file
+from .test_readers import fed_fifo
 from .test_scale_out import accelerate_launch
 
 POSITIONS = 64
@@ -361,6 +363,79 @@ def test_a_compressed_input_is_translated_as_the_text_it_holds(model_folder, tmp
         )
         assert (tmp_path / f"{name}.en").read_text(encoding="utf-8") == expected
         assert "UTF-8" not in result.stderr
+
+
+def test_a_pipe_is_translated_in_one_pass_a_line_for_a_line(model_folder, tmp_path, monkeypatch):
+    """`--input <(zcat news.gz)`: a FIFO is read once, as it comes, not counted ahead (and the progress bar
+    says so); its output is the file's, a line for a line. Cut short, it cannot be continued, and that is said
+    in one line."""
+    lines = _lines(20, seed=9)
+    lines[5] = "\ufeffein\u2028hund"  # a mark, a line separator: still one line, translated as "ein hund"
+    plain = _write(tmp_path / "news.de", [*lines[:5], "ein hund", *lines[6:]])
+    common = ["--model", model_folder, "--num_beams", "1", "--max_new_tokens", "6", "--device", "cpu"]
+    common += ["--window", "8"]
+    expected = _translate(tmp_path, *common, "--input", plain).stdout
+    assert len(expected.split("\n")[:-1]) == len(lines)
+    data = gzip.compress("".join(f"{line}\n" for line in lines).encode("utf-8"), mtime=0)
+    output = tmp_path / "news.en"
+    with fed_fifo(tmp_path / "pipe", data) as fifo:
+        result = _translate(tmp_path, *common, "--input", fifo, "--output", output, "--progress", "true")
+    assert output.read_text(encoding="utf-8") == expected
+    assert "Translating a stream, not counted ahead: 20 lines" in result.stderr
+
+    # Interrupted in its second window, the output keeps the first: a rerun cannot read the pipe from there.
+    decode, calls = translating.TransformersBackend.decode, []
+
+    def interrupted(self, texts):
+        calls.append(len(texts))
+        if sum(calls) > 8:
+            raise KeyboardInterrupt
+        return decode(self, texts)
+
+    monkeypatch.setattr(translating.TransformersBackend, "decode", interrupted)
+    with fed_fifo(tmp_path / "pipe", data) as fifo:
+        stopped = _translate(
+            tmp_path, *common, "--input", fifo, "--output", output, "--overwrite", check=False
+        )
+    monkeypatch.undo()
+    assert stopped.returncode == 130 and _output_lines(output) == expected.split("\n")[:8]
+    with fed_fifo(tmp_path / "pipe", data) as fifo:
+        again = _translate(tmp_path, *common, "--input", fifo, "--output", output, check=False)
+    assert _refusal(again) == (
+        f"error: {output} is an unfinished translation of {fifo}, a stream, which cannot be checked to be "
+        "the same input nor read again from where it stopped: pass --overwrite to start again (give the "
+        "input as a regular --input FILE to be resumable)."
+    )
+
+
+def _run_translate(model_folder, cwd, shell_tail: str = "", **run) -> subprocess.CompletedProcess:
+    """scripts/translate.py in a process of its own, its standard output where `run` or `shell_tail` sends
+    it; a window of one line, so that it writes (and flushes) every line apart."""
+    command = [sys.executable, str(SCRIPTS / "translate.py"), "--model", str(model_folder)]
+    command += ["--input", "in.de", "--num_beams", "1", "--max_new_tokens", "2", "--device", "cpu"]
+    command += ["--window", "1"]
+    if shell_tail:
+        run["args"] = ["bash", "-c", f'"$@" {shell_tail}; exit ${{PIPESTATUS[0]}}', "bash", *command]
+    else:
+        run["args"] = command
+    return subprocess.run(**run, cwd=cwd, stderr=subprocess.PIPE, text=True, timeout=300)
+
+
+def test_a_full_standard_output_ends_in_one_line_and_a_closed_one_quietly(model_folder, tmp_path):
+    """`translate.py > /dev/full` (a full disk): one line naming standard output and status 2, not a traceback
+    and not success. `translate.py | head -1`: no line at all, and a shell's status for SIGPIPE."""
+    _write(tmp_path / "in.de", _lines(300, seed=4))
+    with open("/dev/full", "w") as full:
+        result = _run_translate(model_folder, tmp_path, stdout=full)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr[-3000:]
+    assert [line for line in result.stderr.splitlines() if line.startswith("error:")] == [
+        "error: standard output could not be written: no space left on device. Free space where it goes, or "
+        "send it elsewhere."
+    ]
+    assert result.stderr.strip().splitlines()[-1].startswith("error:")
+    closed = _run_translate(model_folder, tmp_path, "| head -1", stdout=subprocess.PIPE)
+    assert closed.returncode == 141 and len(closed.stdout.splitlines()) == 1
+    assert "Traceback" not in closed.stderr and "Error" not in closed.stderr, closed.stderr[-3000:]
 
 
 @pytest.mark.parametrize(

@@ -5,18 +5,23 @@ pyarrow's and the JSON parser's answers to a file cut short name no file ("Parqu
 footer", "JSON parse error: Missing a closing quotation mark in string. in row 1020"), and a streamed corpus
 meets them hours into training. So:
 
-- before loading, every data file gets the checks that cost a few bytes each (`check_data_files`): a parquet
-  file must end in its footer, a JSON Lines file in a line that parses, and none may be empty; a download cut
-  short fails here, at once, streamed or not;
+- before loading, every JSON Lines, JSON and CSV file is read once through, in chunks, to check that it is
+  UTF-8 (`check_utf8`): `datasets` hands a JSON Lines file's bytes to pyarrow unchecked, so a Latin-1 file
+  loads, is saved, and fails only in the next command to read its text;
+- every data file gets the checks that cost a few bytes each (`check_data_files`): a parquet file must end
+  in its footer, a JSON Lines file in a line that parses, and none may be empty; a download cut short fails
+  here, at once, streamed or not;
 - when `datasets` fails while reading the files anyway (a line damaged in the middle of a file), each file is
   read in full until the one that fails is found (`find_unreadable_data_file`), and the error names it. A
   stream gets the same answer while it is read (`name_stream_read_errors`).
 
-Every refusal is a `CorruptFileError` naming the file and what is wrong with it.
+Every refusal names the file and what is wrong with it: a `CorruptFileError`, or, for text in another
+encoding, a `UsageError` that also gives the line, the byte and the fix (`readers.count_text_lines`).
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -25,11 +30,14 @@ from typing import Any
 
 import datasets
 
+from ..caches import check_datasets_cache
 from ..errors import CorruptFileError, MissingPathError, UsageError
-from ..readers import read_json
+from ..readers import count_text_lines, read_json
 
 # Files a Hub dataset repository (or a local copy of one) keeps its splits in.
 DATA_FILE_SUFFIXES = (".parquet", ".jsonl", ".json", ".csv")
+# Those of them that are text, which `datasets` reads as UTF-8 unless told another `encoding`.
+TEXT_DATA_SUFFIXES = (".jsonl", ".json", ".csv")
 # What the JSON files of a `save_to_disk` folder hold: the splits (dataset_dict.json), each split's Arrow
 # files (state.json) and its features (dataset_info.json).
 _SAVED_JSON_FILES = ("dataset_dict.json", "state.json", "dataset_info.json")
@@ -139,6 +147,23 @@ def check_data_files(paths: Iterable[str | os.PathLike]) -> None:
         problem = _end_problem(path)
         if problem is not None:
             raise corrupt(path, problem)
+
+
+def check_utf8(paths: Iterable[str | os.PathLike]) -> None:
+    """Refuse a JSON Lines, JSON or CSV data file that is not UTF-8 (naming it, the line and byte offset of
+    its first bad byte, and the fix: `iconv`), or that ends inside a UTF-8 character (cut short). One pass
+    over each file's bytes, 1 MB at a time through an incremental decoder (`readers.count_text_lines`): about
+    as fast as the disk reads them, in constant memory."""
+    for path in map(Path, paths):
+        if path.suffix in TEXT_DATA_SUFFIXES:
+            count_text_lines(path, "data file")
+
+
+def _decoded_as_utf8(load_kwargs: dict[str, Any]) -> bool:
+    """Whether `datasets` reads the text files as UTF-8: unless the caller names another `encoding` (the JSON
+    and CSV builders both take one), which `datasets` then decodes."""
+    encoding = load_kwargs.get("encoding")
+    return encoding is None or codecs.lookup(encoding).name.startswith("utf-8")
 
 
 # The full read, when `datasets` has failed: which file, and where in it.
@@ -269,9 +294,14 @@ def name_stream_read_errors(
 def load_data_folder(folder: str | os.PathLike, **load_kwargs: Any):
     """`datasets.load_dataset(folder, **load_kwargs)` for a folder of data files (`DATA_FILE_SUFFIXES`),
     streamed (`streaming=True`) or not: each file checked first (`check_data_files`), and a failure to read
-    them named by its file (streamed: as it is read, `name_stream_read_errors`)."""
+    them named by its file (streamed: as it is read, `name_stream_read_errors`). Before those checks, text
+    files are checked to be UTF-8 (`check_utf8`, one read of each), streamed or not: `datasets` would take a
+    JSON Lines file's bytes as they are, to fail in whatever reads the text."""
     files = data_files_in(folder)
+    if _decoded_as_utf8(load_kwargs):
+        check_utf8(files)
     check_data_files(files)
+    check_datasets_cache()
     try:
         loaded = datasets.load_dataset(str(folder), **load_kwargs)
     except (datasets.exceptions.DatasetGenerationError, *_READ_ERRORS) as error:
@@ -320,6 +350,7 @@ def load_saved_dataset(folder: str | os.PathLike):
 __all__ = [
     "DATA_FILE_SUFFIXES",
     "check_data_files",
+    "check_utf8",
     "data_files_in",
     "find_unreadable_data_file",
     "load_data_folder",

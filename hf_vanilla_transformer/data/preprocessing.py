@@ -87,6 +87,19 @@ def _tokenize_batch(
     }
 
 
+def check_length_limits(tokenizer, max_source_length: int, max_target_length: int) -> None:
+    """Refuse a length limit below 2 (a token and </s>) or beyond what the tokenizer was made for; a command
+    calls it before its work, so that nothing is written only to be refused after."""
+    for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
+        if not isinstance(value, int) or value < 2:
+            raise UsageError(f"`{name}` must be an integer >= 2 (a token and </s>), got {value!r}.")
+        if value > tokenizer.model_max_length:
+            raise UsageError(
+                f"`{name}`={value} exceeds the tokenizer's model_max_length={tokenizer.model_max_length}; "
+                f"lower `{name}` or retrain the tokenizer with a larger `model_max_length`."
+            )
+
+
 def tokenize_pairs(
     dataset_dict: DatasetDict,
     tokenizer: PreTrainedTokenizerBase,
@@ -111,14 +124,7 @@ def tokenize_pairs(
         The tokenized `DatasetDict` (the text columns removed), and per split the number of pairs
         `{"kept": ..., "dropped": ...}`, which are also logged.
     """
-    for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
-        if not isinstance(value, int) or value < 2:
-            raise UsageError(f"`{name}` must be an integer >= 2 (a token and </s>), got {value!r}.")
-        if value > tokenizer.model_max_length:
-            raise UsageError(
-                f"`{name}`={value} exceeds the tokenizer's model_max_length={tokenizer.model_max_length}; "
-                f"lower `{name}` or retrain the tokenizer with a larger `model_max_length`."
-            )
+    check_length_limits(tokenizer, max_source_length, max_target_length)
     for split, dataset in dataset_dict.items():
         for column, _ in (source, target):
             if column not in dataset.column_names:

@@ -17,7 +17,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import LogitsProcessor, LogitsProcessorList
 
-from ..errors import UsageError
+from ..errors import InputTypeError, UsageError
 from ..outputs import check_writable
 from ..sentences import sentence_rules, split_document, translate_documents
 from ..tasks import Task
@@ -127,6 +127,8 @@ def length_sorted_batches(
     longer input goes alone). Sorting pads little; the longest batch first shows at once the memory a run
     needs. Equal lengths keep their input order, so the same inputs always make the same batches: what several
     processes sharing the batches (translate.py) rely on to decode as one process does."""
+    if batch_size < 1:
+        raise UsageError(f"batch_size={batch_size!r}: a batch holds at least one input; give 1 or more.")
     order = sorted(range(len(lengths)), key=lambda index: -lengths[index])
     batches: list[list[int]] = []
     for index in order:
@@ -220,6 +222,8 @@ def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> li
     """One generate() call on `sources` (cut to the model's positions), decoded to text. Without
     `max_new_tokens` in `generation`, each source's output takes at most its length + 50 tokens (§6.1),
     whatever else is in the batch (`SourceLengthLimit`)."""
+    if not sources:
+        return []
     limit = position_limit(model)
     batch = tokenizer(
         sources, return_tensors="pt", padding=True, truncation=limit is not None, max_length=limit
@@ -242,15 +246,34 @@ def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> li
     return tokenizer.batch_decode(generated, skip_special_tokens=True)
 
 
+def check_texts(texts: Sequence[str], name: str) -> None:
+    """Refuse one string where a list of texts is taken (each of its characters would be a text), and an item
+    that is no string, naming its index."""
+    if isinstance(texts, str):
+        raise InputTypeError(f"{name} is one string, not a list of texts: pass [{name}] to give one text.")
+    for index, text in enumerate(texts):
+        if not isinstance(text, str):
+            raise InputTypeError(
+                f"{name}[{index}] is {type(text).__name__}, not a text: give every item as a string."
+            )
+
+
 def generate_texts(model, tokenizer, sources: list[str], batch_size: int, generation: dict) -> list[str]:
     """Generate for every source, in batches of similar token lengths (`generate_in_batches`: less padding),
-    in input order, showing progress in sentences."""
+    in input order, showing progress in sentences. A blank source gives an empty output, as a blank line does
+    in translate.py: from no text the model would make one up. No sources give no outputs."""
+    check_texts(sources, "sources")
     model.eval()
-    lengths = source_lengths(model, tokenizer, sources)
+    keep = [index for index, source in enumerate(sources) if source.strip()]
+    texts = [sources[index] for index in keep]
+    lengths = source_lengths(model, tokenizer, texts)
     decode = functools.partial(generate_batch, model, tokenizer, generation=generation)
-    with tqdm(total=len(sources), desc="Generating", unit=" sentences") as progress:
-        outputs = generate_in_batches(sources, lengths, decode, batch_size, after_batch=progress.update)
-    return [outputs[index] for index in range(len(sources))]
+    with tqdm(total=len(texts), desc="Generating", unit=" sentences") as progress:
+        outputs = generate_in_batches(texts, lengths, decode, batch_size, after_batch=progress.update)
+    generated = [""] * len(sources)
+    for position, index in enumerate(keep):
+        generated[index] = outputs[position]
+    return generated
 
 
 def join_examples(texts: list[str], per_text: int) -> list[str]:
@@ -264,7 +287,8 @@ def generate_documents(
 ) -> list[str]:
     """`generate_texts` for texts of several sentences: each split by the rules of the source of `languages`,
     its sentences generated (all texts' together, in batches of similar lengths) and joined again, as the
-    pipeline translates a text."""
+    pipeline translates a text. A blank text gives an empty output."""
+    check_texts(texts, "texts")
     language = sentence_rules(None, languages)
     documents = [split_document(text, language) for text in texts]
     return translate_documents(

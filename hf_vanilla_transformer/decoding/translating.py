@@ -8,6 +8,10 @@ record of what it translates (`<output>.translating.json`): a rerun with the sam
 continues after its last complete line, and the record goes when the output is complete. An output with no
 record is not the command's to replace, unless asked (`--overwrite`).
 
+An input file's lines are counted (and checked) before the model loads, for the progress bar's total and a
+resumed output's check. Standard input, a pipe or a FIFO (`--input <(zcat news.gz)`) is read once, as a
+stream: translated in one pass, not counted ahead, and not resumable (it cannot be read again from a line on).
+
 Under `accelerate launch` each process decodes every N-th batch of each window and the main process writes the
 one output: the batches are the same for any number of processes, and so is the output. Each source's output
 is bounded by its own length + 50 tokens (§6.1), not its batch's, so a line translates the same whatever
@@ -36,9 +40,17 @@ from transformers import AutoConfig, GenerationConfig
 from ..errors import CorruptFileError, ExistingPathError, MissingPathError, UsageError
 from ..extras import require
 from ..options import Options
-from ..readers import compression_of, count_text_lines, iter_stream_lines, iter_text_lines, read_json
+from ..outputs import growing, grown
+from ..readers import (
+    compression_of,
+    count_text_lines,
+    is_stream,
+    iter_stream_lines,
+    iter_text_lines,
+    read_json,
+)
 from ..saving import check_model_location, load_model_folder, model_task
-from ..sentences import LANGUAGE_CODES, sentence_rules, split_document, translate_documents
+from ..sentences import LANGUAGE_CODES, normalize_line, sentence_rules, split_document, translate_documents
 from ..tasks.registry import task_or_plain
 from .generation import (
     EXTRA_OUTPUT_TOKENS,
@@ -77,7 +89,8 @@ class TranslateArguments(Options):
         default=None,
         metadata={
             "help": "UTF-8 text files to translate, one input a line, read in turn; gzip, bzip2 or xz files "
-            "(told by their first bytes) are read as the text they hold. Default (or -): stdin."
+            "(told by their first bytes) are read as the text they hold; a pipe or a FIFO (<(zcat x.gz)) is "
+            "read once, as stdin is. Default (or -): stdin."
         },
     )
     output: str | None = field(
@@ -331,8 +344,8 @@ def count_lines(path: Path) -> int:
 def read_lines(paths: list[Path], stdin=None) -> Iterator[str]:
     """The lines of `paths` in turn (of `stdin` when there are none), without their line ends, read lazily
     through the text reader (`readers.iter_text_lines`: gzip, bzip2 or xz told by the first bytes; what is
-    not UTF-8 refused naming the file, the line and the byte). A line ends at "\\n" only, as `count_lines`
-    and `wc -l` count them."""
+    not UTF-8 refused naming the file, the line and the byte; the text normalized). A line ends at "\\n"
+    only, as `count_lines` and `wc -l` count them."""
     if not paths:
         stream = stdin if stdin is not None else sys.stdin
         buffer = getattr(stream, "buffer", None)
@@ -340,7 +353,7 @@ def read_lines(paths: list[Path], stdin=None) -> Iterator[str]:
             yield from iter_stream_lines(buffer, "standard input")
         else:
             for text in stream:
-                yield text.removesuffix("\n").removesuffix("\r")
+                yield normalize_line(text.removesuffix("\n").removesuffix("\r"))
         return
     for path in paths:
         yield from iter_text_lines(path, INPUT_FILE)
@@ -489,13 +502,23 @@ def record_path(output: Path) -> Path:
 
 def input_record(paths: list[Path]) -> list[dict] | str:
     """The inputs as a record names them: each file's path, size and time of change (a changed file is
-    another input), or standard input."""
+    another input), a stream's path as given (`readers.is_stream`), or standard input."""
     if not paths:
         return "<stdin>"
-    return [
-        {"path": str(path.resolve()), "bytes": path.stat().st_size, "modified_ns": path.stat().st_mtime_ns}
-        for path in paths
-    ]
+    return [_file_record(path) for path in paths]
+
+
+def _file_record(path: Path) -> dict:
+    if is_stream(path):  # its size and time say nothing of what it will hold
+        return {"path": str(path), "stream": True}
+    return {"path": str(path.resolve()), "bytes": path.stat().st_size, "modified_ns": path.stat().st_mtime_ns}
+
+
+def _streams(inputs: list[dict] | str) -> list[str]:
+    """The inputs of an `input_record` that are read once (standard input, a pipe, a FIFO), by name."""
+    if inputs == "<stdin>":
+        return ["standard input"]
+    return [item["path"] for item in inputs if item.get("stream")]
 
 
 @dataclass
@@ -521,10 +544,12 @@ def plan_output(output: Path, record: dict, overwrite: bool, total_lines: int | 
         saved = json.loads(saved_path.read_text(encoding="utf-8"))
     except ValueError:
         saved = {}
-    if record["input"] == "<stdin>" and saved.get("input") == "<stdin>":
+    streams = _streams(record["input"])
+    if streams and saved.get("input") == record["input"]:
         raise ExistingPathError(
-            f"{output} is an unfinished translation of standard input, which cannot be checked to be the "
-            "same input: pass --overwrite to start again (give the input as --input FILE to be resumable)."
+            f"{output} is an unfinished translation of {streams[0]}, a stream, which cannot be checked to be "
+            "the same input nor read again from where it stopped: pass --overwrite to start again (give the "
+            "input as a regular --input FILE to be resumable)."
         )
     differing = [key for key in record if key != "command" and saved.get(key) != record[key]]
     if differing:
@@ -561,6 +586,8 @@ def _input_paths(names: list[str] | None) -> list[Path]:
     for path in paths:
         if path.is_dir():
             raise UsageError(f"--input {path} is a folder: give text files, one input a line.")
+        if is_stream(path):
+            continue  # read once, when its lines are: its first bytes are told then
         if not path.is_file():
             raise MissingPathError(
                 f"No --input file {path}: give text files, one input a line, or - for stdin."
@@ -692,8 +719,9 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
 
     processes = Processes.from_environment(device)
     # Counted by every process, which all check the output alike: one that refused it alone would leave the
-    # others waiting for it.
-    total_lines = sum(count_lines(path) for path in paths) if paths else None
+    # others waiting for it. A stream is not: counted, it would be gone before it is translated.
+    streamed = not paths or any(is_stream(path) for path in paths)
+    total_lines = None if streamed else sum(count_lines(path) for path in paths)
     plan = plan_output(output, record, args.overwrite, total_lines) if output is not None else OutputPlan()
 
     if args.backend == "ctranslate2":
@@ -711,12 +739,18 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
             if plan.first_line:
                 logger.info("Continuing %s after its line %d.", output, plan.first_line)
             sink = open(output, "a", encoding="utf-8", newline="\n")
+            # What a stop keeps: the lines written so far, which a rerun continues.
+            growing(output, "kept unfinished beside its record: run the command again to continue it")
         else:
             sink = stdout if stdout is not None else sys.stdout
         lines = itertools.islice(read_lines(paths, stdin), plan.first_line, None)
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         bar = tqdm(
-            total=total_lines, initial=plan.first_line, unit=" lines", desc="Translating", disable=not show
+            total=total_lines,
+            initial=plan.first_line,
+            unit=" lines",
+            desc="Translating a stream, not counted ahead" if streamed else "Translating",
+            disable=not show,
         )
 
     def write(outputs: list[str]) -> None:
@@ -745,6 +779,7 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
             sink.close()
     if processes.is_main and output is not None:
         record_path(output).unlink()  # complete: no longer anything to continue
+        grown(output)
     processes.wait()
     return {
         "is_main": processes.is_main,

@@ -7,7 +7,6 @@ source and reference, so every figure quoted in a model card can be traced to th
 
 from __future__ import annotations
 
-import json
 import shlex
 import sys
 import time
@@ -29,6 +28,7 @@ from ..decoding.generation import (
 )
 from ..errors import ExistingPathError, UsageError
 from ..options import Options
+from ..outputs import write_json
 from ..saving import check_model_location, check_model_task, load_model_folder, model_task
 from ..tasks import DatasetArguments, load_split_texts
 from ..tasks.registry import find_task, installed_task_of
@@ -171,6 +171,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     if generation_config is not None:
         generation = generation_settings(eval_args, task, generation_config)
         check_report_path(report_path(eval_args, generation, subset_size), eval_args.overwrite)
+    metric = task.load_metric()  # before minutes of decoding: a cache it cannot use is named now
     model, tokenizer = load_model_folder(eval_args.model)
     model.to(eval_args.device)
     generation = generation_settings(eval_args, task, model.generation_config)
@@ -187,7 +188,6 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
     seconds = time.time() - started
 
-    metric = task.load_metric()
     metrics = task.score(metric, predictions, references)
 
     def read_train_sources() -> list[str]:
@@ -226,8 +226,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
             for s, r, p in zip(sources, references, predictions, strict=True)
         ],
     }
-    output_file.parent.mkdir(parents=True, exist_ok=True)
-    output_file.write_text(json.dumps(report, indent=2, ensure_ascii=False))
+    write_json(output_file, report)
     report["output_file"] = str(output_file)
     return report
 

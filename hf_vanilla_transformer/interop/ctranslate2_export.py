@@ -24,7 +24,7 @@ from ctranslate2.specs import common_spec, transformer_spec
 
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from ..outputs import check_not_a_file, check_not_an_input
+from ..outputs import check_not_a_file, check_not_an_input, mark_unfinished, staged
 from ..saving import load_model
 from ..tokenization import load_tokenizer
 from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
@@ -175,7 +175,17 @@ def convert_to_ctranslate2(
             f"{output_dir} exists: pass --overwrite to replace it, or choose another --output_dir."
         )
     converter = VanillaTransformerConverter(model_path)
-    output_dir = Path(converter.convert(str(output_dir), quantization=quantization, force=force))
+    with staged(output_dir) as staging:
+        # The staging folder is new: CTranslate2 writes into an existing folder only when forced, and then
+        # makes it anew, without its mark.
+        converter.convert(str(staging), quantization=quantization, force=True)
+        mark_unfinished(staging)
+        _write_beside(converter, staging)
+    return Path(output_dir)
+
+
+def _write_beside(converter, output_dir: Path) -> None:
+    """The tokenizer and the decoding defaults, beside the converted weights."""
     converter.tokenizer.save_pretrained(output_dir)
     generation = converter.model.generation_config
     defaults = {
@@ -187,4 +197,3 @@ def convert_to_ctranslate2(
         "task": getattr(converter.model.config, "task", None),  # how long its outputs may run
     }
     (output_dir / GENERATION_DEFAULTS_FILE).write_text(json.dumps(defaults, indent=2) + "\n")
-    return output_dir

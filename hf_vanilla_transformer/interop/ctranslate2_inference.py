@@ -28,7 +28,7 @@ import ctranslate2
 from tokenizers import Tokenizer
 
 try:
-    from ..sentences import sentence_rules, split_document, translate_documents
+    from ..sentences import normalize_text, sentence_rules, split_document, translate_documents
 except ImportError:  # loaded by path without the package: its sentence splitting, loaded by path too
     _sentences_file = Path(__file__).resolve().parents[1] / "sentences.py"
     if not _sentences_file.is_file():
@@ -40,7 +40,7 @@ except ImportError:  # loaded by path without the package: its sentence splittin
     _sentences = importlib.util.module_from_spec(_spec)
     _spec.loader.exec_module(_sentences)
     sentence_rules, split_document = _sentences.sentence_rules, _sentences.split_document
-    translate_documents = _sentences.translate_documents
+    normalize_text, translate_documents = _sentences.normalize_text, _sentences.translate_documents
 
 # Written by `ctranslate2_export` next to CTranslate2's files: the source model's decoding defaults.
 GENERATION_DEFAULTS_FILE = "generation_defaults.json"
@@ -183,8 +183,9 @@ class CTranslate2Seq2Seq:
         """Translate `texts` with `generate_ids(**kwargs)`. A text of several sentences is translated
         sentence by sentence and joined again with its line breaks, as the package's pipeline does: by the
         rules of `source_lang`, else of the model's source language (recorded at export), else English
-        (`split_sentences=False` hands each text to the model whole)."""
-        texts = list(texts)
+        (`split_sentences=False` hands each text to the model whole). Each text is read as the pipeline reads
+        it (`sentences.normalize_text`)."""
+        texts = [normalize_text(text) for text in texts]
         if not split_sentences:
             return self._generate_texts(texts, **kwargs)
         language = sentence_rules(source_lang, self.defaults.get("langs"))

@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import ExistingPathError, MissingPathError, UsageError
-from ..outputs import check_not_a_file
+from ..outputs import check_not_a_file, staged
 from ..readers import read_text
 from ..saving import check_model_location, load_model_folder, save_model_folder
 
@@ -60,12 +60,15 @@ def build_hub_folder(
             f"not parse: {first_line}. Fix the YAML; the Hub would reject the card too."
         ) from error
     model, tokenizer = load_model_folder(model_dir)
-    for report in output_dir.glob("eval-*.json"):
-        report.unlink()
-    save_model_folder(model, tokenizer, output_dir)
-    for report in sorted(model_dir.glob("eval-*.json")):
-        shutil.copyfile(report, output_dir / report.name)
-    (output_dir / "README.md").write_text(card_text, encoding="utf-8")
+    with staged(output_dir, "--folder") as staging:
+        if output_dir.is_dir():  # what the folder holds besides the model (a card's pictures) stays
+            shutil.copytree(output_dir, staging, symlinks=True, dirs_exist_ok=True)
+        for report in staging.glob("eval-*.json"):
+            report.unlink()
+        save_model_folder(model, tokenizer, staging)
+        for report in sorted(model_dir.glob("eval-*.json")):
+            shutil.copyfile(report, staging / report.name)
+        (staging / "README.md").write_text(card_text, encoding="utf-8")
     return output_dir
 
 

@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from .._moved import moved_name
+from ..caches import check_metric_caches
+from ..errors import InputTypeError, UsageError
 
 if TYPE_CHECKING:  # importing evaluate takes seconds (it pulls in transformers); only on use
     import evaluate
@@ -24,13 +26,17 @@ if TYPE_CHECKING:  # importing evaluate takes seconds (it pulls in transformers)
 def check_pairs(predictions: Sequence, references: Sequence, measure: str) -> None:
     """What every metric here needs: one reference (or one list of references) per prediction, and at least
     one prediction; `measure` names what would be undefined without any."""
+    for name, texts in (("predictions", predictions), ("references", references)):
+        if texts is None or isinstance(texts, str):
+            # One string would be scored character by character.
+            raise InputTypeError(f"{name} is {type(texts).__name__}, not a list: pass one item per example.")
     if len(predictions) != len(references):
-        raise ValueError(
+        raise UsageError(
             f"got {len(predictions)} predictions but {len(references)} references; pass exactly one "
             "reference (or one list of references) per prediction"
         )
     if not predictions:
-        raise ValueError(f"got no predictions: {measure} over zero examples is undefined")
+        raise UsageError(f"got no predictions: {measure} over zero examples is undefined")
 
 
 def exact_match(prediction: str, reference: str) -> bool:
@@ -40,6 +46,12 @@ def exact_match(prediction: str, reference: str) -> bool:
     >>> exact_match(" x + O(x**6)", "x + O(x**6)"), exact_match("x + O(x**6)", "O(x**6) + x")
     (True, False)
     """
+    if not isinstance(prediction, str) or not isinstance(reference, str):
+        raise InputTypeError(
+            f"exact_match compares one prediction with one reference, two strings; got "
+            f"{type(prediction).__name__} and {type(reference).__name__}. Over lists, score with the task's "
+            "metric, or sum(map(exact_match, predictions, references))."
+        )
     return prediction.strip() == reference.strip()
 
 
@@ -51,6 +63,8 @@ def binomial_standard_error(proportion: float, n: int) -> float:
     """
     if n <= 0:
         raise ValueError(f"a standard error needs at least one example, got n={n}")
+    if not 0.0 <= proportion <= 1.0:
+        raise UsageError(f"proportion={proportion!r} is no share of examples: give one from 0 to 1.")
     return math.sqrt(proportion * (1.0 - proportion) / n)
 
 
@@ -64,6 +78,7 @@ def load_local_metric(path: str, **load_kwargs: Any) -> evaluate.EvaluationModul
         )
     import evaluate
 
+    check_metric_caches()
     return evaluate.load(str(path), **load_kwargs)
 
 

@@ -16,7 +16,7 @@ from datasets import Dataset, DatasetDict
 
 from ..data.files import load_saved_dataset
 from ..errors import MissingPathError, UsageError
-from ..metrics import binomial_standard_error, exact_match
+from ..metrics import binomial_standard_error, check_pairs, exact_match
 
 if TYPE_CHECKING:
     from ..data.preprocessing import TextField
@@ -142,11 +142,12 @@ class Task:
         return None
 
     def score(self, metric, predictions: list[str], references: list[str]) -> dict[str, Any]:
-        """The metric's numbers, flat (plus signature strings where the metric has them)."""
+        """The metric's numbers, flat (plus signature strings where the metric has them). No predictions, or
+        not one reference for each, are refused first: `evaluate` fails on them deep inside, and `zip` would
+        score the shorter list alone."""
+        check_pairs(predictions, references, "exact match" if metric is None else "a metric")
         if metric is not None:
             return dict(metric.compute(predictions=predictions, references=references))
-        if not predictions:
-            raise UsageError("No predictions to score: exact match over zero examples is undefined.")
         share = sum(map(exact_match, predictions, references)) / len(predictions)
         return {"exact_match": share, "exact_match_stderr": binomial_standard_error(share, len(predictions))}
 

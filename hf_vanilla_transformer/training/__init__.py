@@ -24,7 +24,7 @@ from .arguments import (
     PaperSeq2SeqTrainingArguments,
     RecipeArguments,
 )
-from .averaging import average_checkpoints, last_checkpoints
+from .averaging import average_checkpoints, check_output_beside_checkpoints, last_checkpoints
 from .batching import (
     BATCH_ORDERS,
     BatchingArguments,
@@ -93,6 +93,7 @@ __all__ = [
     "TokenBudgetBatchSampler",
     "TokenBudgetSeq2SeqTrainer",
     "average_checkpoints",
+    "check_output_beside_checkpoints",
     "build_trainer",
     "end_process",
     "leave_finished_run",

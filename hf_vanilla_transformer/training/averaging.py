@@ -13,7 +13,8 @@ from safetensors import SafetensorError
 from safetensors.torch import load_file
 
 from ..errors import CorruptFileError, MissingPathError, UsageError
-from .checkpoints import complete_checkpoints, not_whole
+from ..outputs import staged
+from .checkpoints import complete_checkpoints, is_numbered, not_whole, numbered_folders
 
 logger = logging.getLogger(__name__)
 
@@ -32,16 +33,64 @@ def last_checkpoints(run_dir: str | Path, n: int) -> list[Path]:
     return found[-n:]
 
 
+def check_output_apart(
+    output_dir: str | Path, checkpoints: Sequence[str | Path], option: str = "--output_dir"
+) -> None:
+    """Refuse an `output_dir` that is one of `checkpoints`, holds one or lies inside one (symlinks resolved),
+    `--overwrite` or not: writing there would replace or change a checkpoint, whole or not (an unfinished one
+    may be all that is left of a save the user means to look at). A folder beside them is fine."""
+    target = Path(output_dir).resolve()
+    for checkpoint in map(Path, checkpoints):
+        place = checkpoint.resolve()
+        if target == place:
+            problem = f"is the checkpoint {checkpoint}: writing there would replace it"
+        elif place in target.parents:
+            problem = f"lies inside the checkpoint {checkpoint}: writing there would change it"
+        elif target in place.parents:
+            problem = f"holds the checkpoint {checkpoint}: writing there would replace it"
+        else:
+            continue
+        instead = checkpoint.parent / "averaged"
+        raise UsageError(
+            f"{option} {output_dir} {problem}; give a folder of its own, e.g. {option} {instead}."
+        )
+
+
+def check_output_beside_checkpoints(
+    output_dir: str | Path, run_dir: str | Path, option: str = "--output_dir"
+) -> None:
+    """`check_output_apart` for every `checkpoint-<step>` folder of `run_dir`, whole or not, averaged or
+    not, and for the name of one that is not there yet: the run would take an output there for a save that
+    did not finish, and delete it when resumed (`checkpoints.remove_unfinished`). For a script to call
+    before any work."""
+    check_output_apart(output_dir, numbered_folders(run_dir), option)
+    target, run = Path(output_dir).resolve(), Path(run_dir).resolve()
+    for folder in (target, *target.parents):
+        if folder.parent == run and is_numbered(folder, "checkpoint"):
+            raise UsageError(
+                f"{option} {output_dir} is named as a checkpoint of the run ({folder.name}): the run would "
+                "take it for a save that did not finish, and delete it when resumed; give a folder of its "
+                f"own, e.g. {option} {Path(run_dir) / 'averaged'}."
+            )
+
+
 def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Path) -> Path:
     """Average the weights of several checkpoints of one model (§6.1: "averaging the last 5 checkpoints")
-    and write a normal `save_pretrained` folder (config, generation config and tokenizer of the last one)."""
+    and write a normal `save_pretrained` folder (config, generation config and tokenizer of the last one).
+    Before anything is written, an output that is one of the checkpoints (`check_output_apart`) and
+    checkpoints of different models (other weight names or shapes) are refused. Weights saved in different
+    floating-point dtypes are averaged in float64 like any others and written in the dtype the last
+    checkpoint loads in; that is said."""
     from transformers import AutoModelForSeq2SeqLM, AutoTokenizer
 
     from ..saving import check_files_parse, save_model_folder
 
     if not checkpoints:
         raise UsageError("No checkpoints to average.")
+    check_output_apart(output_dir, checkpoints)
     total: dict[str, torch.Tensor] = {}
+    first: dict[str, torch.Tensor] = {}  # the first checkpoint's weights on the meta device: shapes, dtypes
+    other_dtype = None  # (checkpoint, name, dtype) of the first weight in another dtype than in `first`
     for checkpoint in checkpoints:
         weights = Path(checkpoint) / "model.safetensors"
         if not weights.exists():
@@ -56,7 +105,11 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
             raise UsageError(
                 f"{checkpoint} holds different weights from {checkpoints[0]}: not the same model."
             )
+        first = first or {name: tensor.to("meta") for name, tensor in state.items()}
+        _check_shapes(state, first, (checkpoints[0], checkpoint))
         for name, tensor in state.items():
+            if other_dtype is None and tensor.dtype != first[name].dtype:
+                other_dtype = Path(checkpoint), name, tensor.dtype
             total[name] = total.get(name, 0) + tensor.double()
     last = Path(checkpoints[-1])
     check_files_parse(last)  # a file cut short is named: from_pretrained would drop or misreport it
@@ -70,16 +123,45 @@ def average_checkpoints(checkpoints: Sequence[str | Path], output_dir: str | Pat
             f"Checkpoint weights do not fit the model: missing {missing}, unexpected {unexpected}."
         )
     model.tie_weights()
-    output_dir = Path(output_dir)
+    if other_dtype is not None:
+        checkpoint, name, dtype = other_dtype
+        logger.warning(
+            "%s holds %s in %s, %s in %s: the average, taken in float64, is written in %s, as %s loads.",
+            Path(checkpoints[0]).name,
+            name,
+            str(first[name].dtype).removeprefix("torch."),
+            checkpoint.name,
+            str(dtype).removeprefix("torch."),
+            str(model.state_dict()[name].dtype).removeprefix("torch."),
+            last.name,
+        )
     try:
         tokenizer = AutoTokenizer.from_pretrained(last)
     except (OSError, ValueError):
         logger.warning("No tokenizer in %s; the averaged model folder has none.", last)
-        model.save_pretrained(output_dir)
-    else:
-        save_model_folder(model, tokenizer, output_dir)
-    (output_dir / "averaged_from.json").write_text(json.dumps([str(c) for c in checkpoints], indent=2))
-    return output_dir
+        tokenizer = None
+    with staged(output_dir) as staging:
+        if tokenizer is None:
+            model.save_pretrained(staging)
+        else:
+            save_model_folder(model, tokenizer, staging)
+        (staging / "averaged_from.json").write_text(json.dumps([str(c) for c in checkpoints], indent=2))
+    return Path(output_dir)
+
+
+def _check_shapes(state: dict[str, torch.Tensor], first: dict[str, torch.Tensor], names: tuple) -> None:
+    """Refuse a checkpoint (`names[1]`) holding a weight of another shape than in the first (`names[0]`,
+    whose weights are `first`): a model of another size saved into the same run folder, whose sum would end
+    in a `RuntimeError`."""
+    for name, tensor in state.items():
+        if tensor.shape != first[name].shape:
+            earlier, later = map(Path, names)
+            raise UsageError(
+                f"{earlier} and {later} are models of different sizes: {name} is "
+                f"{list(first[name].shape)} in {earlier.name} and {list(tensor.shape)} in {later.name}. "
+                "Average the checkpoints of one model: fewer of them (--last), all saved since its size last "
+                "changed."
+            )
 
 
 def _is_tied_or_buffer(model, key: str) -> bool:

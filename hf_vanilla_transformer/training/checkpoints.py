@@ -21,11 +21,11 @@ import socket
 from pathlib import Path
 
 from ..errors import MissingPathError, UsageError
+from ..outputs import staged
 
 logger = logging.getLogger(__name__)
 
 COMPLETE_NAME = "checkpoint_complete.json"
-UNFINISHED_SUFFIX = ".unfinished"
 # What a save wrote last before checkpoints carried records (the Trainer's state; Accelerate's RNG states):
 # a folder of an earlier version holding it is taken, unchecked, where such folders are taken at all.
 LAST_WRITTEN = {"checkpoint": "trainer_state.json", "state": "random_states_0.pkl"}
@@ -231,20 +231,13 @@ def resolve_resume(
 
 
 def save_whole_folder(model, tokenizer, folder: str | Path) -> Path:
-    """`saving.save_model_folder` into a sibling (`final.unfinished`), flushed to the disk and renamed to
-    `folder` once complete: the final folder of a run is whole or absent."""
+    """`saving.save_model_folder` through the one write helper (`outputs.staged`): the final folder of a run
+    is whole or absent, and `final.unfinished`, marked, while it is written."""
     from ..saving import save_model_folder
 
-    folder = Path(folder)
-    staging = folder.with_name(folder.name + UNFINISHED_SUFFIX)
-    shutil.rmtree(staging, ignore_errors=True)
-    save_model_folder(model, tokenizer, staging)
-    flush_folder(staging)
-    if folder.exists():
-        shutil.rmtree(folder)
-    os.replace(staging, folder)
-    _fsync(folder.parent)
-    return folder
+    with staged(folder) as staging:
+        save_model_folder(model, tokenizer, staging)
+    return Path(folder)
 
 
 def remove_unfinished(run_dir: str | Path, after_step: int, prefix: str = "checkpoint") -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from transformers import TrainerCallback
 
 from ..extras import MissingExtraError, require
+from ..outputs import staged
 
 logger = logging.getLogger(__name__)
 
@@ -122,5 +123,6 @@ def plot_loss_curves(train: list[tuple[int, float]], evaluation: list[tuple[int,
     ax.grid(alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    with staged(path, folder=False) as staging:
+        fig.savefig(staging, dpi=100, format="png")
     plt.close(fig)

@@ -35,8 +35,9 @@ import pyarrow.compute as pc
 import torch
 
 from ..errors import CorruptFileError, UsageError
+from ..outputs import UNFINISHED_SUFFIX
 from .budget import TimeBudget
-from .checkpoints import COMPLETE_NAME, UNFINISHED_SUFFIX, step_of
+from .checkpoints import COMPLETE_NAME, step_of
 
 logger = logging.getLogger(__name__)
 

@@ -5,6 +5,8 @@ tokenizer, the data, the seeded model (`build_model`), eq. 3's learning rate or 
 
 from __future__ import annotations
 
+import dataclasses
+import difflib
 import json
 import logging
 import os
@@ -29,7 +31,7 @@ from transformers.training_args import ParallelMode
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from ..outputs import check_not_a_file, exists_on_disk
+from ..outputs import UNFINISHED_SUFFIX, check_not_a_file, exists_on_disk
 from ..readers import read_json
 from ..saving import check_model_for_task, check_model_location, check_tokenizer_location
 from ..tasks import DataArguments, prepare_dataset
@@ -40,7 +42,7 @@ from .arguments import (
     PaperSeq2SeqTrainingArguments,
     RecipeArguments,
 )
-from .checkpoints import UNFINISHED_SUFFIX, remove_unfinished, resolve_resume, step_of
+from .checkpoints import remove_unfinished, resolve_resume, step_of
 from .logs import LOSS_LOG_NAME, LOSS_PLOT_NAME
 from .resume import (
     ResumeContract,
@@ -93,13 +95,29 @@ def prepare_output_dir(output_dir: str | Path, resuming: bool, overwrite: bool) 
             path.unlink(missing_ok=True)
 
 
+# What `config_overrides` may set: the names `VanillaTransformerConfig(...)` takes (its own fields and
+# `PreTrainedConfig`'s, all of its `__init__`) and the generic aliases (`hidden_size`). The configuration
+# would keep any other key as an attribute that no layer reads: `d_modle` would train the preset's width for
+# hours.
+CONFIG_FIELDS = tuple(
+    sorted(
+        {field.name for field in dataclasses.fields(VanillaTransformerConfig) if field.init}
+        | set(VanillaTransformerConfig.attribute_map)
+    )
+)
+
+# The ids the model reads from its configuration; each must have a row in the decoder's vocabulary.
+SPECIAL_TOKEN_IDS = ("pad_token_id", "bos_token_id", "eos_token_id", "decoder_start_token_id")
+
+
 def load_config_overrides(value: dict | str | None) -> dict:
-    """Read `config_overrides`: a mapping (from a recipe file), inline JSON, or the path of a JSON file."""
+    """Read `config_overrides`: a mapping (from a recipe file), inline JSON, or the path of a JSON file; a key
+    that is no field of the configuration is refused (`check_config_fields`)."""
     if not value:
         return {}
     if isinstance(value, dict):
-        return dict(value)
-    if exists_on_disk(value):
+        overrides = dict(value)
+    elif exists_on_disk(value):
         overrides = read_json(value, "Write the file again", "--config_overrides file")
     else:
         try:
@@ -110,23 +128,83 @@ def load_config_overrides(value: dict | str | None) -> dict:
             ) from error
     if not isinstance(overrides, dict):
         raise UsageError(f"--config_overrides must be a JSON object of config fields, got {overrides!r}.")
+    check_config_fields(overrides)
     return overrides
+
+
+def check_config_fields(overrides: dict) -> None:
+    """Refuse, naming the nearest field, an override that is no field of the configuration (`CONFIG_FIELDS`).
+    Only overrides are checked: a saved config.json also holds transformers' own keys (`architectures`,
+    `auto_map`, `transformers_version`), and `from_pretrained` reads it as it is."""
+    unknown = sorted((key for key in overrides if key not in CONFIG_FIELDS), key=str)
+    if not unknown:
+        return
+    hints = []
+    for key in unknown:
+        close = difflib.get_close_matches(str(key), CONFIG_FIELDS, n=1)
+        hints.append(repr(key) + (f" (did you mean {close[0]!r}?)" if close else ""))
+    raise UsageError(
+        f"--config_overrides sets {', '.join(hints)}: not a field of VanillaTransformerConfig, which would "
+        "keep it unread and build the model without it. Correct the name (the configuration's docstring "
+        "lists its fields)."
+    )
+
+
+def check_vocabulary(values: dict, tokenizer, model: str | None = None) -> None:
+    """Refuse, before any data is read, a vocabulary smaller than the tokenizer's (`len(tokenizer)`) or a
+    special-token id outside the decoder's vocabulary: the first batch holding such a token would stop
+    training with an IndexError from inside the model. `values` are the overrides over a vocabulary of the
+    tokenizer's size, or the configuration of the saved `model`."""
+    size, vocab = len(tokenizer), values.get("vocab_size")
+    given = f"--model {model} has" if model else "--config_overrides sets"
+    if isinstance(vocab, int) and vocab < size:  # another type is the configuration's own to refuse
+        fix = (
+            "give the tokenizer the model was trained with, or resize the model's embeddings first "
+            f"(`model.resize_token_embeddings({size})`, then `save_pretrained`)."
+            if model
+            else "drop vocab_size from --config_overrides (the model is then sized to the tokenizer), or "
+            f"make it at least {size}."
+        )
+        raise UsageError(
+            f"{given} vocab_size {vocab}, smaller than the tokenizer's vocabulary of {size} tokens "
+            f"(len(tokenizer)): {fix}"
+        )
+    decoder = values.get("decoder_vocab_size") or vocab
+    for name in SPECIAL_TOKEN_IDS:
+        ids = values.get(name)
+        for token_id in ids if isinstance(ids, list) else [ids]:
+            if isinstance(token_id, int) and isinstance(decoder, int) and not 0 <= token_id < decoder:
+                fix = (
+                    f"correct {name} in the model's config.json"
+                    if model
+                    else f"drop {name} from --config_overrides (the tokenizer's id is then used)"
+                )
+                raise UsageError(
+                    f"{given} {name} {token_id}, outside the decoder's vocabulary of {decoder} tokens: "
+                    f"{fix}, or give an id below {decoder}."
+                )
 
 
 def model_config(model_args: ModelArguments, tokenizer) -> VanillaTransformerConfig:
     """The configuration `build_model` builds from, read without building anything: a saved model's, or the
-    preset sized to the tokenizer with the tokenizer's special-token ids and the overrides."""
+    preset sized to the tokenizer with the tokenizer's special-token ids and the overrides. Either is refused
+    if the tokenizer's tokens or the special-token ids do not fit its vocabulary (`check_vocabulary`)."""
     if model_args.model:
         check_model_location(model_args.model)  # a mistyped folder is named, not sent to the Hub
-        return AutoConfig.from_pretrained(model_args.model)
+        config = AutoConfig.from_pretrained(model_args.model)
+        check_vocabulary(config.to_dict(), tokenizer, model_args.model)
+        return config
     specials = {
         "pad_token_id": tokenizer.pad_token_id,
         "bos_token_id": tokenizer.bos_token_id,
         "eos_token_id": tokenizer.eos_token_id,
         "decoder_start_token_id": tokenizer.bos_token_id,
     }
+    overrides = load_config_overrides(model_args.config_overrides)
+    # The tokenizer's own ids fit a vocabulary of its size: only the overrides can put an id outside it.
+    check_vocabulary({"vocab_size": len(tokenizer), **overrides}, tokenizer)
     # Overrides win over the tokenizer's ids too (`{"decoder_start_token_id": 2}` starts decoding at </s>).
-    fields = {"vocab_size": len(tokenizer), **specials, **load_config_overrides(model_args.config_overrides)}
+    fields = {"vocab_size": len(tokenizer), **specials, **overrides}
     return VanillaTransformerConfig.from_preset(model_args.preset, **fields)
 
 
@@ -328,6 +406,8 @@ def set_up_training(
             "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "
             "a Hub name)."
         )
+    # A misspelt config field is an option's mistake: refused with the options, before the tokenizer is read.
+    load_config_overrides(model_args.config_overrides)
     check_tokenizer_location(data_args.tokenizer)
     if model_args.model:
         check_model_for_task(model_args.model, data_args.task)

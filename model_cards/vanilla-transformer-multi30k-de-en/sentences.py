@@ -7,6 +7,10 @@ English; pure Python, nothing to download). A language asked for by name must be
 model's recorded source language without rules, or any language where pysbd is not installed, is cut at
 sentence-final punctuation instead (`plain_sentences`).
 
+It is also the one home of how a text is read (`normalize_text`, `normalize_line`): the pipeline and every
+reader of the package's files take a text through it, so that a byte-order mark or a line end of another
+system gives the same translation as the plain text.
+
 This file imports only the standard library (and pysbd where it is installed): the pipeline a saved folder
 carries imports it, and a torch-free CTranslate2 service loads it by path.
 """
@@ -25,6 +29,35 @@ except ImportError:
 
 # The rules used when neither the caller nor the model names a source language.
 DEFAULT_LANGUAGE = "en"
+
+# Line ends other than "\n" in the texts users hand over: Windows' CRLF, a lone CR (old Mac files), NEL
+# (U+0085, from EBCDIC conversions) and Unicode's LINE and PARAGRAPH SEPARATORs (U+2028, U+2029, which word
+# processors and web pages paste).
+_LINE_ENDS = re.compile("\r\n|[\r\x85\u2028\u2029]")
+# A vertical tab and a form feed (U+000B, U+000C) separate words, not lines: `wc -l`, git and Python's text
+# files break no line at them (only `str.splitlines` does), and a form feed between pages is a space between
+# sentences. Left in, a tokenizer reads each as an unknown token.
+_SPACES = str.maketrans("\x0b\x0c", "  ")
+# A byte-order mark is no text, and `cat a.txt b.txt` puts the second file's at the start of a line.
+_MARKS = re.compile("^\ufeff", re.MULTILINE)
+_TO_NORMALIZE = re.compile("[\r\x0b\x0c\x85\u2028\u2029\ufeff]")
+
+
+def normalize_text(text: str) -> str:
+    """`text` as the pipeline and the package's readers take it: every line end "\\n" (CRLF, a lone CR,
+    NEL, U+2028 and U+2029 included), a vertical tab or a form feed a space, and a UTF-8 byte-order mark at
+    the start of a line dropped. Unchanged otherwise, so that a text translates as the same words typed
+    plainly."""
+    if _TO_NORMALIZE.search(text) is None:  # nearly every text: nothing to copy
+        return text
+    return _MARKS.sub("", _LINE_ENDS.sub("\n", text).translate(_SPACES))
+
+
+def normalize_line(line: str) -> str:
+    """A line of a file (without its end) as `normalize_text` takes it, kept one line: a line end inside it
+    (a lone CR, U+2028, ...) is a space, so that a file's lines are those `wc -l` counts, one output for
+    each."""
+    return normalize_text(line).replace("\n", " ")
 
 
 def plain_sentences(text: str) -> list[str]:

@@ -458,6 +458,10 @@ class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
     """What encoder and decoder share: token embeddings (tied to the bare model's `shared` when the vocabulary
     is, §3.4), positions, the layers, and the final LayerNorm that pre-LN needs."""
 
+    # What the top-level model calls this stack's inputs, for the messages that refuse them.
+    ids_name = "input_ids"
+    embeds_name = "inputs_embeds"
+
     def __init__(
         self, config: VanillaTransformerConfig, vocab_size: int, layer_class: type[nn.Module], num_layers: int
     ):
@@ -486,8 +490,9 @@ class _VanillaTransformerStack(VanillaTransformerPreTrainedModel):
     ) -> torch.Tensor:
         """§3.4-3.5: token embedding × sqrt(d_model) + position encoding, then dropout (§5.4)."""
         if (input_ids is None) == (inputs_embeds is None):
-            raise ValueError("Pass exactly one of `input_ids` and `inputs_embeds`.")
+            raise ValueError(f"Pass exactly one of `{self.ids_name}` and `{self.embeds_name}`.")
         if inputs_embeds is None:
+            _check_token_ids(input_ids, self.ids_name)
             inputs_embeds = self.embed_tokens(input_ids)
         positions = self.embed_positions(inputs_embeds.shape[1], past_length).to(inputs_embeds.dtype)
         hidden_states = inputs_embeds * self.embed_scale + positions
@@ -529,6 +534,7 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
         """
         output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         hidden_states = self.embed(input_ids, inputs_embeds)
+        _check_attention_mask(attention_mask, hidden_states.shape[:2], self.ids_name)
         attention_mask = create_bidirectional_mask(
             config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
         )
@@ -555,6 +561,9 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
 class VanillaTransformerDecoder(_VanillaTransformerStack):
     """A stack of `config.decoder_layers` decoder layers (§3.1) over embedded, right-shifted target tokens;
     without `encoder_hidden_states` it runs alone, a causal language model, as Marian's decoder does."""
+
+    ids_name = "decoder_input_ids"
+    embeds_name = "decoder_inputs_embeds"
 
     def __init__(self, config: VanillaTransformerConfig):
         super().__init__(
@@ -728,6 +737,14 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
                 hidden_states=encoder_outputs[1] if len(encoder_outputs) > 1 else None,
                 attentions=encoder_outputs[2] if len(encoder_outputs) > 2 else None,
             )
+        target = decoder_input_ids if decoder_input_ids is not None else decoder_inputs_embeds
+        sources = encoder_outputs.last_hidden_state.shape[0]
+        if target is not None and target.shape[0] != sources:
+            # Cross-attention would fail on the shapes, or broadcast one row over every source.
+            raise ValueError(
+                f"The decoder's input (decoder_input_ids, or labels shifted right) has {target.shape[0]} "
+                f"rows but the source (input_ids) has {sources}: give one target sequence per source."
+            )
         decoder_outputs = self.decoder(
             input_ids=decoder_input_ids,
             attention_mask=decoder_attention_mask,
@@ -878,6 +895,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         """
         _reject_unused(kwargs, f"{type(self).__name__}.forward()")
         if labels is not None:
+            _check_token_ids(labels, "labels")
             use_cache = False
             if decoder_input_ids is None and decoder_inputs_embeds is None:
                 decoder_input_ids = self.prepare_decoder_input_ids_from_labels(labels)
@@ -943,6 +961,31 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
     def prepare_decoder_input_ids_from_labels(self, labels: torch.Tensor) -> torch.Tensor:
         return shift_tokens_right(labels, self.config.pad_token_id, self.config.decoder_start_token_id)
+
+    def generate(self, inputs: torch.Tensor | None = None, *args, **kwargs):
+        """`GenerationMixin.generate`, refusing a call without a source, or with a source row that the
+        attention mask leaves empty: from no token, the model makes up a sentence. (`forward` takes such a
+        row and stays finite: a row of padding in a training batch is no mistake.)"""
+        sources = ("input_ids", "inputs_embeds", "encoder_outputs")
+        if inputs is None and all(kwargs.get(name) is None for name in sources):
+            raise ValueError(
+                "generate() got no source: pass input_ids (`**tokenizer(texts, return_tensors='pt', "
+                "padding=True)`), inputs_embeds or encoder_outputs."
+            )
+        ids = inputs if inputs is not None else kwargs.get("input_ids")
+        if ids is not None and not ids.is_floating_point():
+            # Once per call, not per step: reading the ids' values waits for the device.
+            _check_token_ids(ids, "input_ids", self.model.encoder.embed_tokens.num_embeddings)
+        mask = kwargs.get("attention_mask")
+        if mask is not None and mask.dim() == 2:
+            empty = (mask == 0).all(dim=-1)
+            if empty.any():
+                raise ValueError(
+                    f"attention_mask row {empty.nonzero()[0].item()} is all zeros: that source has no token, "
+                    "and the model would make up an output from nothing. Leave the row out, or mark its "
+                    "tokens 1."
+                )
+        return super().generate(inputs, *args, **kwargs)
 
     # transformers' plumbing: submodule access, resizing, beam search's cache hook, the saved `auto_map`.
 
@@ -1018,6 +1061,45 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
 
 class UnreadableWeightsError(OSError):
     """A saved folder's weights file is truncated or corrupt: the user downloads or saves the model again."""
+
+
+def _check_token_ids(ids: torch.Tensor, name: str, vocab_size: int | None = None) -> None:
+    """Refuse what the embedding or the loss would fail on deep inside torch, or answer wrongly: ids not of
+    shape (batch_size, length), not integers, with no row or no token; with `vocab_size`, outside the
+    vocabulary (an IndexError on the CPU, a device-side assert on a GPU). Only the shape and type are read in
+    `forward`: the values would cost a wait for the device in every training step (training checks the
+    tokenizer against the vocabulary once, before its data is read)."""
+    if ids.dim() != 2:
+        raise ValueError(
+            f"{name} must have shape (batch_size, sequence_length), got {tuple(ids.shape)}: add the batch "
+            f"dimension ({name}[None]), or tokenize a list of texts."
+        )
+    if ids.is_floating_point() or ids.is_complex() or ids.dtype == torch.bool:
+        raise TypeError(f"{name} must hold integer token ids, got {ids.dtype}: pass {name}.long().")
+    if ids.numel() == 0:
+        raise ValueError(
+            f"{name} has shape {tuple(ids.shape)}, no token at all: give at least one sequence of at least "
+            "one token (the model's tokenizer makes one of any text, </s> at least)."
+        )
+    if vocab_size is None or torch.compiler.is_compiling() or ids.device.type == "meta":
+        return
+    outside = (ids < 0) | (ids >= vocab_size)
+    if outside.any():
+        raise ValueError(
+            f"{name} holds token id {ids[outside][0].item()}, outside the model's vocabulary of "
+            f"{vocab_size} ids (0 to {vocab_size - 1}): encode with the model's own tokenizer, or after "
+            "adding tokens to it resize the model's embeddings (`resize_token_embeddings`)."
+        )
+
+
+def _check_attention_mask(mask: torch.Tensor | None, shape: torch.Size, name: str) -> None:
+    """Refuse a (batch_size, length) mask that does not match its ids: the masks would be cut or padded to
+    fit, silently (a 4-d mask is the caller's own, taken as is)."""
+    if mask is not None and mask.dim() == 2 and mask.shape != shape:
+        raise ValueError(
+            f"attention_mask has shape {tuple(mask.shape)} but {name} {tuple(shape)}: give the mask the "
+            "tokenizer made with the ids, one entry per token."
+        )
 
 
 def _reject_unused(kwargs: dict, where: str) -> None:

@@ -18,7 +18,6 @@ The run ends with the tables of docs/benchmarks.md in Markdown; --markdown_from 
 saved run.
 """
 
-import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +31,7 @@ from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_bench
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, write_json
 from hf_vanilla_transformer.readers import read_json
 
 
@@ -92,7 +91,7 @@ def main() -> None:
         args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2, compile=args.compile
     )
     Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.output_file).write_text(json.dumps(results, indent=2))
+    write_json(args.output_file, results)
     print(f"\n{format_markdown(results)}\n\nWrote {args.output_file}")
 
 

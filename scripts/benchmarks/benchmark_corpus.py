@@ -31,7 +31,7 @@ from benchmarks.corpus_scale import (
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import MissingPathError, UsageError
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, write_json
 from hf_vanilla_transformer.readers import count_text_lines, read_json
 
 
@@ -115,11 +115,11 @@ def main() -> None:
         results += run_size(
             output_dir, Path(args.multi30k), size, args.vocab_size, args.stages, args.translate_lines
         )
-        (output_dir / "results.json").write_text(json.dumps([asdict(r) for r in results], indent=2))
+        write_json(output_dir / "results.json", [asdict(r) for r in results])
     print(f"\n{markdown_table(results)}\n\n{disk_table(results)}\n\nWrote {output_dir / 'results.json'}")
     if args.translate_speed:
         rows = translate_speed(output_dir)
-        (output_dir / "translate_speed.json").write_text(json.dumps(rows, indent=2))
+        write_json(output_dir / "translate_speed.json", rows)
         print(f"\n{speed_table(rows)}\n\nWrote {output_dir / 'translate_speed.json'}")
 
 

@@ -46,7 +46,7 @@ import torch
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import ExistingPathError, UsageError
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_not_a_file
+from hf_vanilla_transformer.outputs import check_not_a_file, write_json
 
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED_MODEL = ROOT / "model_cards" / "vanilla-transformer-multi30k-de-en"
@@ -220,7 +220,7 @@ def check_bf16_sdpa(folder: Path, machine: Machine, args: CheckArguments) -> str
         f"{machine.precision} weights sdpa": logit_differences(low_weights, reference, keep),
         "translations": {"float32 eager": float32_text, f"{machine.precision} sdpa": low_text},
     }
-    (folder / "report.json").write_text(json.dumps(report, indent=1, ensure_ascii=False))
+    write_json(folder / "report.json", report, indent=1)
     if report["float32 sdpa"]["max"] > FLOAT32_SDPA_TOLERANCE:
         raise CheckFailed(
             f"float32 through SDPA differs from eager by {report['float32 sdpa']['max']:.2e} of a logit "

@@ -30,7 +30,7 @@ from demo import SHIPPED_MODELS, DemoModel, resolve_model_specs
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import MissingPathError
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, staged
 
 # True once the first tab's heat map is an image the browser has loaded (not the empty placeholder).
 HEAT_MAP_SHOWN = (
@@ -150,7 +150,8 @@ def take_screenshot(
         time.sleep(1)  # let the other outputs of the same event paint
         png = chromium.call("Page.captureScreenshot", session, format="png")["data"]
         output.parent.mkdir(parents=True, exist_ok=True)
-        output.write_bytes(base64.b64decode(png))
+        with staged(output, "--output_file", folder=False) as staging:
+            staging.write_bytes(base64.b64decode(png))
     finally:
         if chromium is not None:
             chromium.close()

@@ -16,7 +16,6 @@ the environment's SACREBLEU_SEED) and McNemar's test is exact, so a rerun gives 
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,7 +27,7 @@ from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.metrics import binomial_standard_error, exact_match
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, write_json
 from hf_vanilla_transformer.readers import read_json
 
 
@@ -196,7 +195,7 @@ def main(argv: list[str] | None = None) -> dict:
         )
     if args.output_file is not None:
         Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.output_file).write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json(args.output_file, result)
     return result
 
 

@@ -12,7 +12,6 @@ Every option of `scripts/train.py` works too and changes what is measured (`--ma
 adamw_torch_fused`, ...). Run it alone on the machine: anything else running beside it is measured with it.
 """
 
-import json
 import logging
 import sys
 from pathlib import Path
@@ -26,7 +25,7 @@ from benchmarks.training_profile import (
     profile_training,
 )
 from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args, run_script
-from hf_vanilla_transformer.outputs import check_output_location
+from hf_vanilla_transformer.outputs import check_output_location, write_json
 from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
 
 
@@ -46,7 +45,7 @@ def main() -> None:
     if profile_args.output_file:
         path = Path(profile_args.output_file)
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+        write_json(path, result)
         print(f"\nWrote {path}")
 
 

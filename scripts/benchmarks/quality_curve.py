@@ -34,7 +34,7 @@ from hf_vanilla_transformer.errors import MissingPathError, UsageError
 from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments, evaluate_model
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.outputs import check_not_a_file
+from hf_vanilla_transformer.outputs import check_not_a_file, staged, write_json
 from hf_vanilla_transformer.readers import read_json
 from hf_vanilla_transformer.tasks import DatasetArguments
 from hf_vanilla_transformer.training.averaging import average_checkpoints
@@ -183,7 +183,8 @@ def plot_curve(curves: dict[str, list[dict]], metric: str, path: str | Path, tit
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    with staged(path, folder=False) as staging:
+        fig.savefig(staging, dpi=100, format="png")
     plt.close(fig)
     return path
 
@@ -266,7 +267,7 @@ def main() -> None:
     label = args.label or Path(args.run_dir[0]).name
     output_dir.mkdir(parents=True, exist_ok=True)
     curve = {"label": label, "metric": metric, "split": args.split, "points": points}
-    (output_dir / "curve.json").write_text(json.dumps(curve, indent=2) + "\n", encoding="utf-8")
+    write_json(output_dir / "curve.json", curve)
     curves = {label: points, **{other["label"]: other["points"] for other in others}}
     png = plot_curve(curves, metric, output_dir / "curve.png", title=f"{args.split} {metric}")
     print(format_curve(points, metric))

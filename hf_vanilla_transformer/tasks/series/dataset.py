@@ -24,6 +24,7 @@ import sympy as sp
 
 from ...errors import CorruptFileError, ExistingPathError, MissingPathError, UsageError
 from ...options import Options
+from ...outputs import staged
 from ...readers import read_json
 from .expansion import se
 from .grammar import SYMBOL_NAMES, count_terms
@@ -333,10 +334,6 @@ def generate_series_dataset(
             if rows
         }
     )
-    path = Path(args.output_dir)
-    path.mkdir(parents=True, exist_ok=True)
-    dataset.save_to_disk(str(path))
-
     train_targets = {s for _, s in splits["train"]}
     train_shapes = {symbol_renaming_shape(e) for e, _ in splits["train"]}
     summary = {
@@ -376,5 +373,7 @@ def generate_series_dataset(
             "total": round(time.perf_counter() - started, 1),
         },
     }
-    (path / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    with staged(args.output_dir) as staging:
+        dataset.save_to_disk(str(staging))
+        (staging / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
     return summary

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...metrics import check_pairs
 from ...options import Options
 from ..base import Task
 from ..registry import register_task
@@ -71,6 +72,7 @@ class TranslationTask(Task):
         return load_translation_metric()
 
     def score(self, metric, predictions, references):
+        check_pairs(predictions, references, "BLEU")  # before `evaluate`, which has an IndexError for none
         result = metric.compute(predictions=predictions, references=references)
         return {
             "bleu": result["score"],

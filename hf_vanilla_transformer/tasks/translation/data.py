@@ -28,6 +28,7 @@ import datasets
 from datasets import Dataset, DatasetDict, Features, IterableDataset, Translation
 from transformers import PreTrainedTokenizerBase
 
+from ...caches import check_datasets_cache
 from ...data.files import DATA_FILE_SUFFIXES, data_files_in, load_data_folder, load_saved_dataset
 from ...data.preprocessing import LABEL_PAD_TOKEN_ID, build_seq2seq_collator, tokenize_pairs
 from ...errors import MissingPathError, OfflineError, UsageError
@@ -210,6 +211,7 @@ def load_translation_dataset(
                 "'bentrevett/multi30k'."
             )
             raise MissingPathError(f"'{name}' is not a dataset folder. {hint}")
+        check_datasets_cache()
         try:
             loaded = datasets.load_dataset(name, config_name, **load_kwargs)
         except ConnectionError as error:  # offline or unreachable, and not in the datasets cache

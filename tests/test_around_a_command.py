@@ -324,3 +324,24 @@ def test_a_staged_write_is_whole_or_absent(tmp_path):
         (staging / "whole").write_text("written")
     assert sorted(path.name for path in output.iterdir()) == ["whole"]
     locks.release_all()
+
+
+def test_a_read_only_hf_home_is_named_before_any_work(translation_data, tmp_path):
+    """As a user meets it: HF_HOME where nothing can be written, read by the libraries as they are imported
+    (the fault matrix sets their settings in-process). Data files need `datasets`' cache: one line naming it,
+    nothing written."""
+    from datasets import load_from_disk
+
+    folder = tmp_path / "jsonl"
+    folder.mkdir()
+    for split, rows in load_from_disk(str(translation_data / "data")).items():
+        rows.to_json(str(folder / f"{split}.jsonl"))
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "prepare_translation.py"), "--dataset", str(folder),
+         "--source_lang", "de", "--target_lang", "en", "--output_dir", str(tmp_path / "data")],
+        cwd=tmp_path, env={**ENV, "HF_HOME": "/proc/self/no-cache"}, capture_output=True, text=True,
+        timeout=300,
+    )  # fmt: skip
+    line = _one_error(result)
+    assert "/proc/self/no-cache" in line and "HF_DATASETS_CACHE" in line, line
+    assert sorted(path.name for path in tmp_path.iterdir()) == ["jsonl"]

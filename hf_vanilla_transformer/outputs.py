@@ -255,19 +255,20 @@ def _publish(staging: Path, output: Path, folder: bool) -> None:
         (staging / UNFINISHED_MARK).unlink(missing_ok=True)
         for path in sorted(staging.rglob("*")):
             if path.is_file() and not path.is_symlink():
-                _fsync(path)
+                fsync(path)
     else:
-        _fsync(staging)
+        fsync(staging)
     if output.is_dir() and not output.is_symlink():
         shutil.rmtree(output)
     elif output.exists() or output.is_symlink():
         output.unlink()
     os.replace(staging, output)
-    _fsync(output.parent)
+    fsync(output.parent)
 
 
-def _fsync(path: Path) -> None:
-    # A machine lost after the rename must not find a published output whose bytes were in its page cache.
+def fsync(path: Path) -> None:
+    """Flush a file or a folder to the disk: a machine lost after a rename (or a checkpoint's record) must not
+    find a published output whose bytes were only in its page cache."""
     descriptor = os.open(path, os.O_RDONLY)
     try:
         os.fsync(descriptor)

@@ -21,7 +21,7 @@ import socket
 from pathlib import Path
 
 from ..errors import MissingPathError, UsageError
-from ..outputs import staged
+from ..outputs import fsync, staged
 
 logger = logging.getLogger(__name__)
 
@@ -40,9 +40,9 @@ def write_complete_record(folder: str | Path, step: int) -> Path:
     record = folder / COMPLETE_NAME
     temporary = folder / f"{COMPLETE_NAME}.{socket.gethostname()}.{os.getpid()}.tmp"
     temporary.write_text(json.dumps({"step": step, "files": files}, indent=1) + "\n", encoding="utf-8")
-    _fsync(temporary)
+    fsync(temporary)
     os.replace(temporary, record)
-    _fsync(folder)
+    fsync(folder)
     return record
 
 
@@ -52,7 +52,7 @@ def forget_complete_record(folder: str | Path) -> None:
     record = Path(folder) / COMPLETE_NAME
     if record.exists():
         record.unlink(missing_ok=True)
-        _fsync(record.parent)
+        fsync(record.parent)
 
 
 def flush_folder(folder: Path) -> dict[str, int]:
@@ -60,20 +60,11 @@ def flush_folder(folder: Path) -> dict[str, int]:
     files = {}
     for path in sorted(folder.rglob("*")):
         if path.is_file() and not path.name.startswith(COMPLETE_NAME):
-            _fsync(path)
+            fsync(path)
             files[path.relative_to(folder).as_posix()] = path.stat().st_size
     for directory in {folder, *(path for path in folder.rglob("*") if path.is_dir())}:
-        _fsync(directory)
+        fsync(directory)
     return files
-
-
-def _fsync(path: Path) -> None:
-    # A preempted machine may lose what is only in the page cache: the record must not outlive the data.
-    descriptor = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(descriptor)
-    finally:
-        os.close(descriptor)
 
 
 def checkpoint_problem(folder: str | Path) -> str | None:

@@ -67,13 +67,14 @@ MOVED_NAMES: dict[tuple[str, str], str] = {
             "trainer_resume_options",
         )
     },
+    (f"{PACKAGE}.evaluation.generation", "check_device"): f"{PACKAGE}.devices",
+    (f"{PACKAGE}.decoding.generation", "check_device"): f"{PACKAGE}.devices",
     **{
         (f"{PACKAGE}.evaluation.generation", name): f"{PACKAGE}.decoding.generation"
         for name in (
             "EXTRA_OUTPUT_TOKENS",
             "OPTIONAL_GENERATE_OPTIONS",
             "SourceLengthLimit",
-            "check_device",
             "check_length_options",
             "check_output_file",
             "default_max_new_tokens",

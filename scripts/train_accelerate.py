@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import itertools
 import logging
-import os
 import signal
 import sys
 from dataclasses import asdict, dataclass, field
@@ -44,6 +43,7 @@ from transformers.trainer_utils import rotate_checkpoints
 
 from hf_vanilla_transformer.cli import make_parser, parse_dataclasses, run_script
 from hf_vanilla_transformer.data.preprocessing import build_seq2seq_collator
+from hf_vanilla_transformer.devices import tf32_available
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.tasks import DataArguments
@@ -52,9 +52,11 @@ from hf_vanilla_transformer.training import (
     Interruption,
     LossLog,
     ModelArguments,
+    StepAgreement,
     leave_finished_run,
     leave_launched_process,
     paper_peak_learning_rate,
+    precision_flags,
     set_up_training,
     token_budget_sampler,
 )
@@ -113,7 +115,13 @@ class LoopArguments(Options):
         metadata={"help": "Seeds the model's initial weights, batches and dropout.", "range": ">= 0"},
     )
     mixed_precision: str | None = field(
-        default=None, metadata={"help": "no, fp16 or bf16; by default the accelerate config's."}
+        default=None,
+        metadata={
+            "help": "no, fp16 or bf16. Unset: the launch's (accelerate launch's --mixed_precision or its "
+            "config's) if it names one, else bf16 on a GPU with bfloat16, fp16 on an older CUDA GPU, no on a "
+            "CPU.",
+            "choices": ["no", "fp16", "bf16"],
+        },
     )
     use_cpu: bool = field(
         default=False, metadata={"help": "Train on the CPU (several processes: over gloo)."}
@@ -131,6 +139,12 @@ class LoopArguments(Options):
         },
     )
 
+    def __post_init__(self):
+        super().__post_init__()
+        if self.mixed_precision is None:
+            bf16, fp16 = precision_flags(None, None, self.use_cpu)
+            self.mixed_precision = "bf16" if bf16 else "fp16" if fp16 else "no"
+
 
 def resume_options(
     args: LoopArguments, batching: BatchingArguments, state: PartialState
@@ -146,7 +160,7 @@ def resume_options(
         "num_processes": state.num_processes,
         "warmup_steps": args.warmup_steps,  # the schedule is built anew on resuming
         "max_grad_norm": args.max_grad_norm,
-        "mixed_precision": args.mixed_precision or os.environ.get("ACCELERATE_MIXED_PRECISION", "no"),
+        "mixed_precision": args.mixed_precision,
     }
     restored = {
         "lr_scale": args.lr_scale,
@@ -210,6 +224,8 @@ def train_loop(
     writes the log and the final folder."""
     interruption = interruption if interruption is not None else Interruption()
     accelerator = Accelerator(mixed_precision=args.mixed_precision, cpu=args.use_cpu)
+    if tf32_available(args.use_cpu):
+        torch.set_float32_matmul_precision("high")  # TF32 for what runs in float32, as the Trainer's --tf32
     if accelerator.distributed_type in (DistributedType.FSDP, DistributedType.DEEPSPEED):
         # This loop saves the model from the main process alone, which holds all of it only under DDP.
         raise UsageError(
@@ -246,6 +262,7 @@ def train_loop(
     if loss_log is not None:
         loss_log.resume(progress.step)  # each step once, whatever the stopped run wrote after its state
     interruption.phase = Interruption.TRAINING
+    agreement = StepAgreement(interruption, None, accelerator)
 
     model.train()
     running_loss, updates_since_log, batches = torch.zeros((), device=accelerator.device), 0, None
@@ -296,10 +313,8 @@ def train_loop(
                 if loss_log is not None:
                     accelerator.print(loss_log.write(progress.step, logs))
                 running_loss, updates_since_log = torch.zeros_like(running_loss), 0
-            # Ctrl-C or SIGTERM on any process: every process saves after this same update, and stops.
-            if interruption.received is not None:
-                accelerator.set_trigger()
-            stop = accelerator.check_trigger()
+            # Ctrl-C or SIGTERM on any process: every process saves after the same update, and stops.
+            stop = agreement.after_step(progress.step)
             if stop or progress.step % args.save_steps == 0 or progress.step == args.max_steps:
                 folder = output_dir / f"{STATE_PREFIX}{progress.step}"
                 save_whole_state(accelerator, folder, progress.step, contract)

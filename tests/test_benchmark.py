@@ -2,7 +2,9 @@
 every figure (it is a script, not a timed test: no speed is asserted)."""
 
 import json
+import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -14,12 +16,17 @@ from benchmarks.harness import (
     CTRANSLATE2_ENGINES,
     GENERATION_TASKS,
     SHAPES,
+    benchmark_device,
     build_models,
     format_markdown,
     matmul_share,
     peak_memory_mb,
+    per_token_ms_by_prefix,
     profile_shape,
     run_benchmark,
+    synchronize,
+    time_generation,
+    time_training_step,
 )
 from benchmarks.seed_comparison import (
     compare_arms,
@@ -27,6 +34,7 @@ from benchmarks.seed_comparison import (
     plot_validation_curves,
     validation_curve,
 )
+from hf_vanilla_transformer.errors import UsageError
 
 from .script_runner import run_script_file
 
@@ -39,9 +47,21 @@ def test_models_built_at_identical_sizes():
     assert models["ours"].config.label_smoothing == 0.0  # Marian's loss has none: the same loss for both
 
 
-def test_benchmark_reports_every_figure():
+def test_benchmark_reports_every_figure(monkeypatch):
+    # Every clock read must come right after the device is synchronised: record both, in order.
+    events = []
+    monkeypatch.setattr(harness, "synchronize", lambda device: events.append(("synchronize", device)))
+    monkeypatch.setattr(
+        harness, "time", SimpleNamespace(perf_counter=lambda: events.append("clock") or time.perf_counter())
+    )
     lines = []
-    results = run_benchmark(["tiny"], repeats=1, ctranslate2=True, print_fn=lines.append)
+    results = run_benchmark(["tiny"], repeats=1, ctranslate2=True, print_fn=lines.append, device="cpu")
+    clocks = [index for index, event in enumerate(events) if event == "clock"]
+    # 12 timers (2 models x 6 tasks) read the clock twice, in the warm-up, the round and the 4 peak-memory
+    # runs' two timers; the per-token clocks stamp 528 steps per model.
+    assert len(clocks) >= 2 * 12 * 2 + 2 * 528
+    assert all(index > 0 and events[index - 1] == ("synchronize", torch.device("cpu")) for index in clocks)
+    assert (results["device"], results["mixed_precision"]) == ("cpu", "no") and results["device_name"]
     shape = results["shapes"]["tiny"]
     for name in ("ours", "marian"):
         for key in ("train_tok_s", *GENERATION_TASKS, "train_mfu"):
@@ -54,10 +74,24 @@ def test_benchmark_reports_every_figure():
     assert "ours/Marian" in lines[-1] and "ct2_int8_mkl " in lines[-1]
 
     table = format_markdown(results).splitlines()  # the README's tables, rendered from the same results
-    assert table[0].startswith("| measure | tiny: ours | tiny: Marian | tiny: ours/Marian")
+    threads = results["threads"]
+    assert (
+        table[0] == f"Measured on cpu ({results['device_name']}), mixed precision no, {threads} CPU threads."
+    )
+    assert table[2].startswith("| measure | tiny: ours | tiny: Marian | tiny: ours/Marian")
     ours, marian = shape["ours"]["train_tok_s"], shape["marian"]["train_tok_s"]
-    assert table[2].endswith(f"| {ours / marian:.2f} |")
-    assert "tiny: int8 MKL" in table[11] and len(table) == 16  # 2 + 8 rows, blank, 2 + 3 CTranslate2 rows
+    assert table[4].endswith(f"| {ours / marian:.2f} |")
+    assert "tiny: int8 MKL" in table[13] and len(table) == 18  # caption, blank, 2 + 8 rows, blank, 2 + 3 rows
+    # A result without a device ran on the CPU in float32 and names no model.
+    earlier = {
+        key: value
+        for key, value in results.items()
+        if key not in ("device", "device_name", "mixed_precision")
+    }
+    assert (
+        format_markdown(earlier).splitlines()[0]
+        == f"Measured on cpu, mixed precision no, {threads} CPU threads."
+    )
 
 
 def test_benchmark_with_compile_reports_the_compiled_rows(monkeypatch):
@@ -91,7 +125,121 @@ def test_peak_memory_counts_live_tensors_not_freed_ones():
         del first
         return torch.ones(1024, 1024, 4)
 
-    assert abs(peak_memory_mb(two_in_turn) - 32) < 1
+    assert abs(peak_memory_mb(two_in_turn, torch.device("cpu")) - 32) < 1
+
+
+class FakeCudaAllocator:
+    """torch.cuda's synchronize and memory counters, for a machine without a GPU: `allocate` moves the count
+    the way a kernel's tensors would, and every call is recorded in order."""
+
+    def __init__(self, monkeypatch, allocated_mib: int):
+        self.allocated = self.peak = allocated_mib * 2**20
+        self.calls = []
+        for name in ("synchronize", "reset_peak_memory_stats", "memory_allocated", "max_memory_allocated"):
+            monkeypatch.setattr(torch.cuda, name, getattr(self, name))
+
+    def allocate(self, mib: int):
+        self.allocated += mib * 2**20
+        self.peak = max(self.peak, self.allocated)
+
+    def synchronize(self, device=None):
+        self.calls.append(("synchronize", device))
+
+    def reset_peak_memory_stats(self, device=None):
+        self.calls.append(("reset_peak_memory_stats", device))
+        self.peak = self.allocated
+
+    def memory_allocated(self, device=None):
+        self.calls.append(("memory_allocated", device))
+        return self.allocated
+
+    def max_memory_allocated(self, device=None):
+        self.calls.append(("max_memory_allocated", device))
+        return self.peak
+
+
+def test_synchronize_waits_for_a_cuda_device_and_not_for_the_cpu(monkeypatch):
+    fake = FakeCudaAllocator(monkeypatch, allocated_mib=0)
+    synchronize(torch.device("cpu"))
+    assert fake.calls == []
+    synchronize(torch.device("cuda", 1))
+    assert fake.calls == [("synchronize", torch.device("cuda", 1))]
+
+
+def test_peak_memory_on_a_cuda_device_reads_its_allocator_above_the_start(monkeypatch):
+    gpu = torch.device("cuda", 0)
+    fake = FakeCudaAllocator(monkeypatch, allocated_mib=100)  # the models' weights, already there
+    fake.peak = 900 * 2**20  # an earlier measurement's peak, which the reset must forget
+
+    def step():  # 48 MiB at most, 16 left allocated: the peak above the start is 48
+        fake.calls.append("step")
+        fake.allocate(48)
+        fake.allocate(-32)
+
+    assert peak_memory_mb(step, gpu) == 48
+    names = [call if call == "step" else call[0] for call in fake.calls]
+    assert names.index("reset_peak_memory_stats") < names.index("memory_allocated") < names.index("step")
+    assert names[names.index("step") + 1 :] == ["synchronize", "max_memory_allocated"]
+    assert all(call == "step" or call[1] == gpu for call in fake.calls)
+
+
+def test_benchmark_device_refuses_a_device_this_machine_lacks(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    assert benchmark_device(None) == torch.device("cpu")
+    with pytest.raises(UsageError, match="this machine has no CUDA GPU"):
+        benchmark_device("cuda")
+    with pytest.raises(UsageError, match="'banana' is not a device"):
+        benchmark_device("banana")
+    with pytest.raises(UsageError, match="runs on cpu or cuda"):
+        benchmark_device("meta")
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # one GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert benchmark_device(None) == benchmark_device("cuda") == torch.device("cuda", 0)
+    with pytest.raises(UsageError, match="has 1 CUDA GPU\\(s\\), cuda:0 to cuda:0"):
+        benchmark_device("cuda:1")
+    # CTranslate2 is timed on the CPU only: refused before any work on a GPU.
+    monkeypatch.setattr(harness, "matmul_peak_gflops", lambda *args: pytest.fail("measured before refusing"))
+    with pytest.raises(UsageError, match="--ctranslate2 times the export on the CPU"):
+        run_benchmark(["tiny"], ctranslate2=True, device="cuda:0")
+    with pytest.raises(UsageError, match="--mixed_precision 'fp16'"):
+        run_benchmark(["tiny"], device="cpu", mixed_precision="fp16")
+
+
+def test_benchmark_script_refuses_a_missing_gpu_and_a_profile_off_the_cpu_in_one_line(tmp_path):
+    for options, message in (
+        (["--device", "cuda:0"], "error: --device cuda:0: this machine has no CUDA GPU; pass --device cpu."),
+        (
+            ["--profile", "tiny", "--device", "cuda"],
+            "error: --profile shows CPU operator time only, so --device cuda would not be profiled: "
+            "leave out --device.",
+        ),
+    ):
+        result = run_script_file("benchmarks/benchmark.py", "--shapes", "tiny", *options, cwd=tmp_path)
+        assert result.returncode == 2 and result.stderr.strip().splitlines() == [message], result.stderr
+    assert not (tmp_path / "outputs").exists()
+
+
+def test_bf16_mixed_precision_runs_the_forward_passes_under_autocast():
+    cpu = torch.device("cpu")
+    model = build_models(SHAPES["tiny"])["ours"]
+    logits_dtypes = []
+    model.lm_head.register_forward_hook(lambda module, args, output: logits_dtypes.append(output.dtype))
+    for mixed_precision in ("no", "bf16"):
+        time_training_step(model, 2, 4, SHAPES["tiny"].vocab_size, cpu, mixed_precision)()
+        time_generation(model, 2, 4, 2, 1, SHAPES["tiny"].vocab_size, cpu, mixed_precision=mixed_precision)()
+        per_token_ms_by_prefix(
+            model,
+            cpu,
+            prefixes=(2,),
+            vocab=SHAPES["tiny"].vocab_size,
+            window=2,
+            mixed_precision=mixed_precision,
+        )
+    # 1 training forward, then 2 decoding steps and 4 decoding steps: 7 projections each
+    assert logits_dtypes == [torch.float32] * 7 + [torch.bfloat16] * 7
+    assert all(p.dtype == torch.float32 for p in model.parameters())  # autocast leaves the weights alone
 
 
 def test_profile_names_the_operators():

@@ -129,3 +129,26 @@ def test_evaluation_refuses_a_device_it_cannot_use(monkeypatch, device, message)
         EvaluationArguments(model="outputs/run/final", device=device)
     assert str(refused.value) == message
     assert EvaluationArguments(model="outputs/run/final", device="cpu").device == "cpu"
+
+
+def test_evaluation_decodes_in_the_dtype_asked_and_names_its_report_by_it(monkeypatch):
+    """A report decoded in bfloat16 lies beside the one in the saved weights' dtype, not over it; a dtype that
+    is none, or bfloat16 on a GPU without it, is refused as the option is read."""
+    from hf_vanilla_transformer.errors import UsageError
+    from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments, report_path
+
+    generation = {"num_beams": 4, "length_penalty": 0.6}
+    names = {
+        dtype: report_path(
+            EvaluationArguments(model="unused", dtype=dtype, device="cpu"), generation, None
+        ).name
+        for dtype in ("auto", "bfloat16")
+    }
+    assert names["bfloat16"] == names["auto"].replace(".json", "-bfloat16.json") != names["auto"]
+    with pytest.raises(UsageError, match="--dtype 'float64' is none: give auto, float32, bfloat16, float16"):
+        EvaluationArguments(model="unused", dtype="float64", device="cpu")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (7, 0))  # a V100
+    monkeypatch.setattr(torch.version, "hip", None)
+    with pytest.raises(UsageError, match="this GPU does not compute in bfloat16; give float16 or float32"):
+        EvaluationArguments(model="unused", dtype="bfloat16", device="cuda")

@@ -14,7 +14,16 @@ PACKAGE = ROOT / "hf_vanilla_transformer"
 # below its part's, never a layer above, and no import runs in a circle, inside a part or across parts.
 LAYERS = (
     ("configuration_vanilla_transformer", "errors", "sentences", "_moved", "stopping"),
-    ("modeling_vanilla_transformer", "pipeline_seq2seq", "extras", "options", "readers", "locks", "caches"),
+    (
+        "modeling_vanilla_transformer",
+        "pipeline_seq2seq",
+        "extras",
+        "options",
+        "readers",
+        "locks",
+        "caches",
+        "devices",
+    ),
     ("metrics", "saving", "outputs"),
     ("data", "tokenization"),
     ("tasks",),

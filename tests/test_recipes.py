@@ -369,14 +369,17 @@ def test_tutorial_recipe_is_the_tutorials_setup():
     assert recipe_args.max_train_minutes == 118  # the budget series.yaml has
 
 
-def test_gpu_recipe_sees_more_examples_than_the_tutorial():
-    """At about 103 examples per 4,000-token batch (the series card), 16,000 tokens hold about 410. Parsed
-    here with bfloat16 turned off: the Trainer's arguments refuse it on a machine without a GPU that has it.
-    """
+def test_gpu_recipe_sees_more_examples_than_the_tutorial(monkeypatch):
+    """At about 103 examples per 4,000-token batch (the series card), 16,000 tokens hold about 410. Its
+    precision is the device's (`devices.default_mixed_precision`): float32 on a CPU."""
+    import torch
     import yaml
 
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+
     path = RECIPES / "series_gpu.yaml"
-    assert yaml.safe_load(path.read_text())["bf16"] is True and "use_cpu" not in path.read_text()
-    _, _, recipe_args, training_args = _parse(path, "--bf16", "false")
+    assert not {"bf16", "fp16", "use_cpu"} & set(yaml.safe_load(path.read_text()))
+    _, _, recipe_args, training_args = _parse(path)
+    assert not (training_args.bf16 or training_args.fp16)
     examples_per_batch = 103 * recipe_args.max_tokens / 4000
     assert training_args.max_steps * examples_per_batch >= 20_000 * 128

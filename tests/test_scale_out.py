@@ -57,7 +57,7 @@ def _launcher(config: str, *args: str) -> list[str]:
 def _training(translation_data, out, *options) -> list[str]:
     """scripts/train.py on the paper's Multi30k recipe shrunk to the fixture: 20 updates, no dropout (the
     processes would draw other masks than one process), logged every 5 steps, a checkpoint every 10, no
-    evaluation; the recipe's time budget stays on (the processes agree after every update whether it is
+    evaluation; the recipe's time budget stays on (the processes agree every few updates whether it is
     spent)."""
     return [str(ROOT / "scripts" / "train.py"), str(RECIPE), *_tiny(translation_data),
             "--config_overrides", '{"dropout": 0.0}', "--max_tokens", "200", "--max_steps", "20",

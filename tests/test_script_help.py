@@ -204,7 +204,7 @@ def test_every_numeric_option_is_checked_as_it_is_parsed(script, monkeypatch):
 NOT_PATHS = {
     "allow_changed_options", "arm", "attn_implementation", "backend", "batch_order", "checks", "compute_type",
     "dataset_config",
-    "device", "example",
+    "device", "dtype", "example",
     "fairseq_arm", "fairseq_linear_arm", "host", "label", "lr_scheduler_type", "metric_for_best_model",
     "mixed_precision", "preset", "presets", "profile", "quantization", "repo_id", "shapes", "source_lang",
     "split", "stages", "symbols", "target", "target_lang", "task", "text", "token",

@@ -279,7 +279,8 @@ def test_shipped_accelerate_configs_load(name):
     from accelerate.commands.config.config_args import ClusterConfig
 
     config = ClusterConfig.from_yaml_file(ROOT / "scripts" / "accelerate_configs" / f"{name}.yaml")
-    assert config.num_processes >= 8 and config.mixed_precision == "bf16"
+    # The count is given at launch, the precision chosen by the training options (test_launch_configs.py).
+    assert config.num_processes == -1 and config.mixed_precision is None
     if name == "fsdp":
         assert "VanillaTransformerEncoderLayer" in config.fsdp_config["fsdp_transformer_layer_cls_to_wrap"]
 

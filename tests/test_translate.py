@@ -202,12 +202,33 @@ def test_a_file_the_command_did_not_start_is_never_written(model_folder, tmp_pat
         (["--top_k", "5"], "--top_k applies to sampling: pass --do_sample true"),
         (["--backend", "ctranslate2"], "is no CTranslate2 export"),
         (["--device", "gpu7"], "--device 'gpu7' is not a device"),
+        (["--dtype", "float64"], "--dtype"),
+        (
+            ["--backend", "ctranslate2", "--dtype", "bfloat16"],
+            "--dtype bfloat16 is for the transformers backend",
+        ),
         (["--model", "."], "is a folder without config.json, so not a saved model folder"),
     ],
 )
 def test_bad_input_is_refused_in_one_line(model_folder, tmp_path, options, message):
     result = _translate(tmp_path, "--model", model_folder, *options, check=False)
     assert message in _refusal(result)
+
+
+def test_a_model_decodes_in_the_dtype_asked(model_folder, tmp_path):
+    """auto keeps the weights as saved (float32 here): the same lines as float32; bfloat16 decodes too."""
+    from hf_vanilla_transformer.devices import decoding_model
+
+    source = _write(tmp_path / "in.txt", _lines(8, seed=5))
+    outputs = {}
+    for dtype in ("auto", "float32", "bfloat16"):
+        output = tmp_path / f"out-{dtype}.txt"
+        _translate(tmp_path, "--model", model_folder, "--input", source, "--output", output, "--dtype", dtype,
+                   "--num_beams", "1", "--max_new_tokens", "6", "--device", "cpu")  # fmt: skip
+        outputs[dtype] = _output_lines(output)
+    assert outputs["auto"] == outputs["float32"] and len(outputs["bfloat16"]) == 8
+    model = VanillaTransformerForConditionalGeneration.from_pretrained(model_folder)
+    assert decoding_model(model, torch.device("cpu"), torch.bfloat16).dtype == torch.bfloat16
 
 
 def test_standard_input_to_standard_output(model_folder, tmp_path, monkeypatch):

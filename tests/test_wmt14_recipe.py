@@ -31,12 +31,11 @@ PAPER = {
 
 
 @pytest.mark.parametrize("size", PAPER)
-def test_wmt14_recipes_are_the_papers(size):
+def test_wmt14_recipes_are_the_papers(size, monkeypatch):
     preset, steps, save_steps, kept, dropout, paper_millions = PAPER[size]
-    # bf16 is for GPUs: on this CPU-only machine the Trainer's arguments accept it only with use_cpu.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)  # a CPU's precision, whatever runs this
     model_args, data_args, recipe_args, args = parse_recipe_and_args(
-        make_parser(*TRAINING_ARGUMENTS, args=[]),
-        [str(RECIPES / f"wmt14_en_de_{size}.yaml"), "--use_cpu", "true"],
+        make_parser(*TRAINING_ARGUMENTS, args=[]), [str(RECIPES / f"wmt14_en_de_{size}.yaml")]
     )
     options = data_args.options
     assert (data_args.task, options.source_lang, options.target_lang) == ("translation", "en", "de")
@@ -46,7 +45,9 @@ def test_wmt14_recipes_are_the_papers(size):
     # Eq. 3 with 4,000 warmup steps, Adam (0.9, 0.98, 1e-9), no clipping: the defaults, untouched.
     assert (args.lr_scheduler_type, args.warmup_steps, args.learning_rate) == ("inverse_sqrt", 4000, None)
     assert (args.adam_beta1, args.adam_beta2, args.adam_epsilon, args.max_grad_norm) == (0.9, 0.98, 1e-9, 0)
-    assert recipe_args.lr_scale is None and recipe_args.max_train_minutes is None and args.bf16
+    assert recipe_args.lr_scale is None and recipe_args.max_train_minutes is None
+    # The precision follows the device (`devices.default_mixed_precision`): float32 on a CPU.
+    assert "bf16" not in (RECIPES / f"wmt14_en_de_{size}.yaml").read_text() and not (args.bf16 or args.fp16)
     # About 25,000 tokens a side per step on 8 GPUs: the budget counts the longer side with padding.
     assert 25_000 <= 8 * recipe_args.max_tokens * args.gradient_accumulation_steps <= 30_000
     config = VanillaTransformerConfig.from_preset(preset, vocab_size=37_000)

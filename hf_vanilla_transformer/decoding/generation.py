@@ -25,17 +25,6 @@ from ..tasks import Task
 logger = logging.getLogger(__name__)
 
 
-def check_device(name: str) -> torch.device:
-    """The device `--device` names, refused in one line if it is none or this machine lacks it."""
-    try:
-        device = torch.device(name)
-    except RuntimeError as error:
-        raise UsageError(f"--device {name!r} is not a device: give cpu, cuda or cuda:N.") from error
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device {name}: this machine has no CUDA GPU; pass --device cpu.")
-    return device
-
-
 # §6.1: "maximum output length to input length + 50".
 EXTRA_OUTPUT_TOKENS = 50
 
@@ -177,21 +166,30 @@ class SourceLengthLimit(LogitsProcessor):
     """Ends each source's output once it holds its own number of new tokens, `limits[i]` (the paper's input
     length + 50, §6.1), by forcing `</s>` as the next token (so `</s>` is the limit's one more). generate()
     has one `max_length` for a whole batch: without this, an output could run to the longest source's limit,
-    and a sentence's translation would depend on the batch it was put in."""
+    and a sentence's translation would depend on the batch it was put in.
+
+    Whether any output has reached its limit is decided on the host, from the step's length; the rows that
+    have are then masked on the device, with the limits copied there once per generate() call. A step reads
+    nothing back from the device: a read would wait for the step's queued work on a GPU."""
 
     def __init__(self, limits: Sequence[int], eos_token_id: int | Sequence[int]):
-        self.limits = torch.tensor(list(limits))
-        self.eos = torch.tensor([eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id))
+        self.limits = [int(limit) for limit in limits]
+        self.eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
+        self.first = min(self.limits)
+        self._row_limits: torch.Tensor | None = None  # one limit per row of the batch, on its device
+        self._eos: torch.Tensor | None = None
 
     def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
         generated = input_ids.shape[-1] - 1  # after the decoder start token
-        rows_per_source = input_ids.shape[0] // len(self.limits)  # beams (batch-major), else 1
-        ended = (self.limits <= generated).repeat_interleave(rows_per_source).to(scores.device)
-        if not ended.any():
+        if generated < self.first:
             return scores
-        scores = scores.masked_fill(ended[:, None], -math.inf)
-        rows = ended.nonzero()
-        scores[rows, self.eos.to(scores.device)[None, :]] = 0
+        if self._row_limits is None or self._row_limits.shape[0] != scores.shape[0]:
+            rows_per_source = scores.shape[0] // len(self.limits)  # beams (batch-major), else 1
+            self._row_limits = torch.tensor(self.limits).repeat_interleave(rows_per_source).to(scores.device)
+            self._eos = torch.tensor(self.eos, device=scores.device)
+        ended = (self._row_limits <= generated)[:, None]
+        scores = scores.masked_fill(ended, -math.inf)
+        scores[:, self._eos] = scores[:, self._eos].masked_fill(ended, 0)
         return scores
 
 
@@ -227,10 +225,10 @@ def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> li
     limit = position_limit(model)
     batch = tokenizer(
         sources, return_tensors="pt", padding=True, truncation=limit is not None, max_length=limit
-    ).to(model.device)
+    )
     kwargs = dict(generation)
     max_new_tokens = kwargs.pop("max_new_tokens", None)
-    if max_new_tokens is None:
+    if max_new_tokens is None:  # counted on the host, before the batch goes to the device
         limits = (batch["attention_mask"].sum(dim=1) + EXTRA_OUTPUT_TOKENS).tolist()
         if limit is not None:  # the start token and the output are fed to the decoder (not the last </s>)
             limits = [min(length, limit - 1) for length in limits]
@@ -242,7 +240,7 @@ def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> li
             max_new_tokens += 1  # the longest output's forced </s>
     kwargs.update(length_limit(max_new_tokens))
     with torch.inference_mode():
-        generated = model.generate(**batch, **kwargs)
+        generated = model.generate(**batch.to(model.device), **kwargs)
     return tokenizer.batch_decode(generated, skip_special_tokens=True)
 
 
@@ -294,3 +292,9 @@ def generate_documents(
     return translate_documents(
         documents, lambda sentences: generate_texts(model, tokenizer, sentences, batch_size, generation)
     )
+
+
+def __getattr__(name: str):
+    from .._moved import moved_name
+
+    return moved_name(__name__, name)

@@ -37,6 +37,7 @@ import torch
 from tqdm.auto import tqdm
 from transformers import AutoConfig, GenerationConfig
 
+from ..devices import check_device, check_dtype, decoding_model
 from ..errors import CorruptFileError, ExistingPathError, MissingPathError, UsageError
 from ..extras import require
 from ..options import Options
@@ -54,7 +55,6 @@ from ..sentences import LANGUAGE_CODES, normalize_line, sentence_rules, split_do
 from ..tasks.registry import task_or_plain
 from .generation import (
     EXTRA_OUTPUT_TOKENS,
-    check_device,
     check_length_options,
     check_output_file,
     generate_batch,
@@ -188,6 +188,13 @@ class TranslateArguments(Options):
             "accelerate launch, each process takes its own device of that type."
         },
     )
+    dtype: str = field(
+        default="auto",
+        metadata={
+            "help": "What the model decodes in: auto (its weights as saved), float32, bfloat16 or float16 "
+            "(a GPU's; bfloat16 from NVIDIA Ampere on). With --backend ctranslate2: --compute_type.",
+        },
+    )
     compute_type: str = field(
         default="default",
         metadata={
@@ -197,9 +204,14 @@ class TranslateArguments(Options):
 
     def __post_init__(self):
         super().__post_init__()
-        check_device(self.device)
+        check_dtype(self.dtype, check_device(self.device))
         if self.backend not in BACKENDS:
             raise UsageError(f"--backend {self.backend!r} is none: give {' or '.join(BACKENDS)}.")
+        if self.backend == "ctranslate2" and self.dtype != "auto":
+            raise UsageError(
+                f"--dtype {self.dtype} is for the transformers backend: CTranslate2 takes --compute_type "
+                "(float32, bfloat16, float16, int8, ...)."
+            )
         if not self.do_sample:
             for name in ("top_k", "top_p", "temperature"):
                 if getattr(self, name) is not None:
@@ -715,6 +727,7 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
         "split_sentences": args.split_sentences,
         "source_lang": args.source_lang,
         **({"seed": args.seed} if args.do_sample else {}),
+        **({"dtype": args.dtype} if args.dtype != "auto" else {}),  # lines of another dtype are not continued
     }
 
     processes = Processes.from_environment(device)
@@ -728,7 +741,7 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
         backend = CTranslate2Backend(_load_ctranslate2(args, processes), generation)
     else:
         model, tokenizer = loaded or load_model_folder(args.model)
-        model.to(processes.device)
+        model = decoding_model(model, processes.device, check_dtype(args.dtype, processes.device))
         backend = TransformersBackend(model, tokenizer, generation)
 
     processes.wait()  # every process has planned before the main one changes the output

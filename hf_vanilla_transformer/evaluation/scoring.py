@@ -18,7 +18,6 @@ from transformers import AutoConfig, GenerationConfig
 
 from .._moved import MOVED_NAMES, moved_name
 from ..decoding.generation import (
-    check_device,
     check_length_options,
     check_output_file,
     generate_documents,
@@ -26,6 +25,7 @@ from ..decoding.generation import (
     generation_settings,
     join_examples,
 )
+from ..devices import check_device, check_dtype, decoding_model
 from ..errors import ExistingPathError, UsageError
 from ..options import Options
 from ..outputs import write_json
@@ -84,10 +84,17 @@ class EvaluationArguments(Options):
         default="cuda" if torch.cuda.is_available() else "cpu",
         metadata={"help": "Where to generate: cuda (the default where there is a GPU), cuda:1, cpu, ..."},
     )
+    dtype: str = field(
+        default="auto",
+        metadata={
+            "help": "What the model decodes in: auto (its weights as saved), float32, bfloat16 or float16 "
+            "(a GPU's; bfloat16 from NVIDIA Ampere on).",
+        },
+    )
 
     def __post_init__(self):
         super().__post_init__()
-        check_device(self.device)
+        check_dtype(self.dtype, check_device(self.device))
         if not self.split_sentences and self.sentences_per_text == 1:
             raise UsageError(
                 "--split_sentences false applies to texts of several examples: pass --sentences_per_text N "
@@ -111,7 +118,8 @@ def report_path(eval_args: EvaluationArguments, generation: dict, subset_size: i
     texts = ""
     if eval_args.sentences_per_text > 1:
         texts = f"-texts{eval_args.sentences_per_text}{'' if eval_args.split_sentences else '-whole'}"
-    name = f"eval-{eval_args.split}{subset}{texts}-{_decoding_name(generation)}.json"
+    dtype = f"-{eval_args.dtype}" if eval_args.dtype != "auto" else ""  # beside the report as saved
+    name = f"eval-{eval_args.split}{subset}{texts}-{_decoding_name(generation)}{dtype}.json"
     folder = Path(eval_args.model).expanduser()
     if not folder.is_dir() or (folder / "README.md").is_file():
         folder = Path("outputs") / "eval" / folder.name
@@ -173,7 +181,8 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         check_report_path(report_path(eval_args, generation, subset_size), eval_args.overwrite)
     metric = task.load_metric()  # before minutes of decoding: a cache it cannot use is named now
     model, tokenizer = load_model_folder(eval_args.model)
-    model.to(eval_args.device)
+    device = check_device(eval_args.device)
+    model = decoding_model(model, device, check_dtype(eval_args.dtype, device))
     generation = generation_settings(eval_args, task, model.generation_config)
     output_file = report_path(eval_args, generation, subset_size)
     check_report_path(output_file, eval_args.overwrite)
@@ -218,6 +227,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
             else {}
         ),
         "generation": generation,
+        "device": {"type": device.type, "dtype": str(model.dtype).removeprefix("torch.")},
         "generation_seconds": round(seconds, 1),
         "metrics": metrics,
         **details,

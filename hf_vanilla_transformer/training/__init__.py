@@ -1,6 +1,7 @@
 """The paper's training recipe (§5), one module per job: `schedules` (eq. 3, decay by the clock),
 `batching` (token-budget batches and their options), `logs` (loss log and curves), `budget` (training by the
-clock), `averaging` (checkpoint averaging, §6.1), `arguments` (the run's option dataclasses), `setup`
+clock), `agreement` (what the processes of a run share after a step), `averaging` (checkpoint averaging,
+§6.1), `arguments` (the run's option dataclasses, its precision chosen), `setup`
 (`set_up_training`, what both training scripts build from them), `resume` (what a checkpoint records of the
 batches and the model, checked on resuming; a finished run left alone) and `trainer` (`run_training`, the
 Trainer path, and the `Seq2SeqTrainer` subclass on token-budget batches, with full weights gathered under
@@ -17,12 +18,14 @@ because no well-kept library offers it for the Trainer: batches filled up to a t
 (§6.1).
 """
 
+from .agreement import StepAgreement
 from .arguments import (
     TASK_METRIC,
     TRAINING_ARGUMENTS,
     ModelArguments,
     PaperSeq2SeqTrainingArguments,
     RecipeArguments,
+    precision_flags,
 )
 from .averaging import average_checkpoints, check_output_beside_checkpoints, last_checkpoints
 from .batching import (
@@ -87,6 +90,8 @@ __all__ = [
     "ModelArguments",
     "PaperSeq2SeqTrainingArguments",
     "RecipeArguments",
+    "StepAgreement",
+    "precision_flags",
     "TimeBudget",
     "TimeBudgetCallback",
     "TimeBudgetProgressCallback",

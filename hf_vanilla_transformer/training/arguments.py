@@ -6,6 +6,7 @@ extend). What training builds from them is `setup`'s. Recipe files are read by t
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 
 import torch
@@ -16,6 +17,7 @@ from transformers import (
 
 from .._moved import moved_name
 from ..configuration_vanilla_transformer import PRESETS
+from ..devices import default_mixed_precision, tf32_available
 from ..errors import UsageError
 from ..options import Options
 from ..tasks import DataArguments
@@ -232,6 +234,43 @@ class PaperSeq2SeqTrainingArguments(Options, Seq2SeqTrainingArguments):
         default=torch.cuda.is_available(),
         metadata={"help": "Pin batches in page-locked memory for faster copies to a GPU (on with CUDA)."},
     )
+    bf16: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Mixed precision in bfloat16. Unset: the launch's --mixed_precision if it names bf16 or "
+            "fp16, else what the device computes fastest in (`devices.default_mixed_precision`): bf16 on a "
+            "GPU with bfloat16, fp16 on an older CUDA GPU, float32 on a CPU. --bf16 false --fp16 false: "
+            "float32."
+        },
+    )
+    fp16: bool | None = field(
+        default=None,
+        metadata={
+            "help": "Mixed precision in float16, with loss scaling. Unset: as for --bf16 (on by default only "
+            "on a CUDA GPU without bfloat16)."
+        },
+    )
+    tf32: bool | None = field(
+        default=None,
+        metadata={
+            "help": "TF32 for float32 matrix products on NVIDIA GPUs from Ampere on. Unset: on where the GPU "
+            "has it (a CPU has none)."
+        },
+    )
+    ddp_find_unused_parameters: bool | None = field(
+        default=False,
+        metadata={
+            "help": "DDP's search for parameters a step left unused: every parameter of the model is used "
+            "in every step, and the search is a pass over the graph after each backward."
+        },
+    )
+    logging_nan_inf_filter: bool = field(
+        default=False,
+        metadata={
+            "help": "Leave a NaN or infinite step loss out of the logged mean, at the cost of reading every "
+            "step's loss back from the device. Off by default: the log shows a NaN loss as NaN."
+        },
+    )
 
     def __post_init__(self):
         # The schedule options left unset are chosen by what training starts from (`choose_schedule`); the
@@ -240,7 +279,42 @@ class PaperSeq2SeqTrainingArguments(Options, Seq2SeqTrainingArguments):
         for name in self.unset_schedule:
             if name != "learning_rate":
                 setattr(self, name, PAPER[name])
+        self.bf16, self.fp16 = precision_flags(self.bf16, self.fp16, self.use_cpu)
+        if self.tf32 is None and tf32_available(self.use_cpu):
+            self.tf32 = True
         super().__post_init__()
+        # What the Trainer hands its Accelerator: the resume contract records these, so they say what ran.
+        self.bf16, self.fp16 = self.mixed_precision == "bf16", self.mixed_precision == "fp16"
+
+
+def precision_flags(bf16: bool | None, fp16: bool | None, use_cpu: bool) -> tuple[bool, bool]:
+    """`--bf16` and `--fp16` as the Trainer takes them, the unset ones chosen. One given true decides. Else
+    the launch's mixed precision (accelerate launch's `--mixed_precision bf16` or `fp16`, or its config's,
+    passed on as ACCELERATE_MIXED_PRECISION) if it names one, else `default_mixed_precision`; a flag given
+    false takes its precision out of that choice (float32 instead), and with both false no launch brings
+    one back."""
+    if bf16 and fp16:
+        raise UsageError("--bf16 and --fp16 both true: give one of them (or neither, for the device's).")
+    if bf16 or fp16:
+        return bool(bf16), bool(fp16)
+    launched = os.environ.get("ACCELERATE_MIXED_PRECISION", "no")
+    if bf16 is False and fp16 is False:
+        chosen = "no"
+    elif launched not in ("bf16", "fp16"):
+        chosen = default_mixed_precision(use_cpu)
+    elif use_cpu or torch.cuda.is_available():
+        chosen = launched
+    else:
+        raise UsageError(
+            f"The launch asks for {launched} mixed precision (accelerate launch's --mixed_precision or its "
+            f"config's), and this machine has no GPU: pass --bf16 false --fp16 false to train in float32, "
+            f"or --use_cpu true to train in {launched} on the CPU."
+        )
+    if (chosen == "bf16" and bf16 is False) or (chosen == "fp16" and fp16 is False):
+        chosen = "no"
+    if chosen == "no" and launched != "no":
+        os.environ["ACCELERATE_MIXED_PRECISION"] = "no"  # which the Trainer would take when no flag is on
+    return chosen == "bf16", chosen == "fp16"
 
 
 TRAINING_ARGUMENTS = (ModelArguments, DataArguments, RecipeArguments, PaperSeq2SeqTrainingArguments)

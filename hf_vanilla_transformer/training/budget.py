@@ -8,9 +8,7 @@ import logging
 import time
 from pathlib import Path
 
-import torch
 from accelerate import PartialState
-from accelerate.utils import broadcast
 from tqdm.auto import tqdm
 from transformers import ProgressCallback, TrainerCallback
 
@@ -24,8 +22,8 @@ class TimeBudget:
     a step count. A resumed run continues the clock where its checkpoint left it (`state_dict`).
 
     Under data parallelism every process must stop after the same step (the others would wait forever in
-    the next gradient all-reduce) and use the same learning rate, so `elapsed()` returns the main process's
-    reading on every process."""
+    the next gradient all-reduce) and use the same learning rate: there `elapsed()` returns `agreed`, the
+    main process's reading that the processes last shared (`agreement.StepAgreement`)."""
 
     STATE_FILE = "time_budget.json"  # in each checkpoint folder of a Trainer run
 
@@ -36,18 +34,28 @@ class TimeBudget:
         self.started: float | None = None
         self.spent_before = 0.0  # seconds spent before a resume
         self.decay_from: float | None = None  # share of the budget spent when a clock decay began
+        self.agreed: float | None = None  # several processes: the main process's reading, as last shared
 
     def start(self) -> None:
         self.started = time.monotonic() - self.spent_before
 
+    def reading(self) -> float:
+        """Seconds of the budget spent so far by this process's clock (before `start()`: those spent before a
+        resume)."""
+        return self.spent_before if self.started is None else time.monotonic() - self.started
+
     def elapsed(self) -> float:
-        """Seconds of the budget spent so far (before `start()`: those spent before a resume)."""
-        elapsed = self.spent_before if self.started is None else time.monotonic() - self.started
-        state = PartialState()
-        if state.num_processes > 1:
-            reading = torch.tensor([elapsed], dtype=torch.float64, device=state.device)
-            elapsed = float(broadcast(reading, from_process=0).item())
-        return elapsed
+        """Seconds of the budget spent so far, the same on every process of a run."""
+        if self.agreed is not None:
+            return self.agreed
+        if PartialState().num_processes > 1:
+            # Each process's own clock would stop them after different steps, and the others would wait in
+            # the next gradient all-reduce forever.
+            raise RuntimeError(
+                "A time budget read by several processes needs their shared reading: hand it to a "
+                "training.StepAgreement (TimeBudgetCallback takes one)."
+            )
+        return self.reading()
 
     def fraction(self) -> float:
         """The share of the budget spent, from 0 to 1."""
@@ -62,12 +70,14 @@ class TimeBudget:
     def load_state_dict(self, state: dict) -> None:
         self.spent_before = float(state["elapsed_seconds"])
         self.decay_from = state.get("decay_from")
+        if self.agreed is not None:
+            self.agreed = self.spent_before
         if self.started is not None:
             self.start()
 
     def save(self, folder: str | Path, write: bool = True) -> None:
-        """Record the time spent in the checkpoint `folder`; every process calls it (the reading is shared),
-        the one with `write` writes."""
+        """Record the time spent in the checkpoint `folder` (the reading the processes share, which set the
+        learning rate); the process with `write` writes."""
         record = self.state_dict()
         if write:
             (Path(folder) / self.STATE_FILE).write_text(json.dumps(record) + "\n", encoding="utf-8")
@@ -83,15 +93,20 @@ class TimeBudget:
 
 class TimeBudgetCallback(TrainerCallback):
     """Stops a Trainer run once its `TimeBudget` is spent; the Trainer then saves and evaluates as at the end
-    of any run. Each checkpoint records the time spent, so that a resumed run continues the clock."""
+    of any run. Each checkpoint records the time spent, so that a resumed run continues the clock. On several
+    processes the budget is read through `agreement` (a `StepAgreement`), which every process reads at the
+    same steps."""
 
-    def __init__(self, budget: TimeBudget):
+    def __init__(self, budget: TimeBudget, agreement=None):
         self.budget = budget
+        self.agreement = agreement
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.budget.start()
 
     def on_step_end(self, args, state, control, **kwargs):
+        if self.agreement is not None:
+            self.agreement.after_step(state.global_step)
         if self.budget.spent():
             logger.info(
                 "Time budget of %.1f minutes reached at step %d.", self.budget.minutes, state.global_step

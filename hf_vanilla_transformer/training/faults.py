@@ -101,23 +101,20 @@ def stopped_message(name: str, step: int, checkpoint: Path | None) -> str:
 class FaultsCallback(TrainerCallback):
     """Turns an `Interruption` into a checkpoint at the step reached and the end of training, and has the
     `Watchdog` watch the other processes while training runs. Every process stops after the same step: the
-    request is summed over the processes after each step (Accelerate's trigger), so that one process's
-    signal stops them all, and only what they agreed on decides what happens next."""
+    request is shared by `agreement` (a `StepAgreement`, read together every few steps), so that one
+    process's signal stops them all, and only what they agreed on decides what happens next."""
 
-    def __init__(self, interruption: Interruption, watchdog: Watchdog, accelerator):
+    def __init__(self, interruption: Interruption, watchdog: Watchdog, agreement):
         self.interruption = interruption
         self.watchdog = watchdog
-        self.accelerator = accelerator
+        self.agreement = agreement
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.interruption.phase = Interruption.TRAINING
         self.watchdog.watch_peers()
 
     def on_step_end(self, args, state, control, **kwargs):
-        if self.interruption.received is not None:
-            self.accelerator.set_trigger()
-        several = self.accelerator.num_processes > 1
-        if not (self.accelerator.check_trigger() if several else self.interruption.received is not None):
+        if not self.agreement.after_step(state.global_step):
             return
         if self.interruption.received is None:  # another process's signal
             self.interruption.received = signal.SIGTERM

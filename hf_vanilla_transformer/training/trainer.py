@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import torch
-from accelerate import Accelerator
+from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType
 from safetensors.torch import load_file
 from transformers import PreTrainedModel, ProgressCallback, Seq2SeqTrainer, TrainerCallback, TrainerState
@@ -25,6 +25,7 @@ from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..data.preprocessing import build_seq2seq_collator
 from ..tasks import DataArguments, make_compute_metrics
+from .agreement import StepAgreement
 from .arguments import TASK_METRIC, ModelArguments, PaperSeq2SeqTrainingArguments, RecipeArguments
 from .batching import TokenBudgetBatchSampler, token_budget_sampler
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
@@ -55,6 +56,7 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     updates_per_epoch: int | None = None  # of the current training loop, as the Trainer counts them
     _clock_schedule_state: TrainerState | None = None  # the training loop's state the clock's schedule is of
     interruption: Interruption | None = None  # set by `run_training`: the signal that stopped the run, if any
+    agreement: StepAgreement | None = None  # set by `build_trainer`: what the processes share after a step
 
     def __init__(
         self,
@@ -316,9 +318,12 @@ def build_trainer(
     data_args: DataArguments,
     recipe_args: RecipeArguments,
     training_args: PaperSeq2SeqTrainingArguments,
+    interruption: Interruption | None = None,
 ) -> TokenBudgetSeq2SeqTrainer:
     """The Trainer the recipe trains with: model, tokenized data, token-budget batches, the task metric, the
-    loss log and the time budget (restored from `resume_from_checkpoint`), ready for `train()`."""
+    loss log and the time budget (restored from `resume_from_checkpoint`), ready for `train()`. Its
+    `agreement` shares `interruption` (a signal, here or at another process) and the budget's clock among
+    the processes."""
     contract = trainer_contract(data_args, recipe_args, training_args)
     tokenizer, datasets_, model = prepare_training(
         model_args, data_args, recipe_args, training_args, contract
@@ -327,8 +332,9 @@ def build_trainer(
         training_args.metric_for_best_model = data_args.task_spec.best_metric
     callbacks = [LossPlotCallback(), ResumeContractCallback(contract)]
     budget = recipe_args.time_budget()
+    agreement = StepAgreement(interruption or Interruption(), budget, PartialState())
     if budget is not None:
-        callbacks.append(TimeBudgetCallback(budget))
+        callbacks.append(TimeBudgetCallback(budget, agreement))
         checkpoint = training_args.resume_from_checkpoint
         if checkpoint and not budget.load(checkpoint):
             logger.warning("%s holds no %s: the time budget starts again.", checkpoint, TimeBudget.STATE_FILE)
@@ -362,6 +368,7 @@ def build_trainer(
         clock_decay=budget if recipe_args.decay_by_clock else None,
         max_warmup_fraction=recipe_args.max_warmup_fraction,
     )
+    trainer.agreement = agreement
     trainer.add_callback(FullWeightsCallback(trainer))
     trainer.add_callback(CompleteRecordCallback(trainer.accelerator))
     if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:
@@ -388,9 +395,9 @@ def run_training(
     watchdog = Watchdog(recipe_args.stall_timeout)
     watchdog.start()
     try:
-        trainer = build_trainer(model_args, data_args, recipe_args, training_args)
+        trainer = build_trainer(model_args, data_args, recipe_args, training_args, interruption)
         trainer.interruption = interruption
-        trainer.add_callback(FaultsCallback(interruption, watchdog, trainer.accelerator))
+        trainer.add_callback(FaultsCallback(interruption, watchdog, trainer.agreement))
         output_dir = Path(training_args.output_dir)
         final = output_dir / "final"
         checkpoint = training_args.resume_from_checkpoint

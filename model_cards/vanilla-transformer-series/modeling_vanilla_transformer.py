@@ -535,8 +535,14 @@ class VanillaTransformerEncoder(_VanillaTransformerStack):
         output_attentions, output_hidden_states = self._output_flags(output_attentions, output_hidden_states)
         hidden_states = self.embed(input_ids, inputs_embeds)
         _check_attention_mask(attention_mask, hidden_states.shape[:2], self.ids_name)
+        # In training a padding mask is used without a look at its content: transformers drops one that masks
+        # nothing (so that SDPA may take its flash kernel) after reading it back to the host, a wait for the
+        # device in every step, and training batches are padded all but always. No mask is still no mask.
         attention_mask = create_bidirectional_mask(
-            config=self.config, inputs_embeds=hidden_states, attention_mask=attention_mask
+            config=self.config,
+            inputs_embeds=hidden_states,
+            attention_mask=attention_mask,
+            allow_is_bidirectional_skip=not self.training or attention_mask is None,
         )
         all_hidden_states = () if output_hidden_states else None
         all_attentions = () if output_attentions else None
@@ -620,15 +626,22 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
                 )
         hidden_states = self.embed(input_ids, inputs_embeds, past_length)
         self_attn_cache = cache.self_attention_cache if isinstance(cache, EncoderDecoderCache) else cache
-        # The cache goes by position: this keyword too was renamed in transformers 5.24.
+        # The cache goes by position: this keyword too was renamed in transformers 5.24. Without a cache the
+        # positions would only be searched for packed sequences (a host read of the device's result), and
+        # these never are.
+        positions = None
+        if self_attn_cache is not None:
+            positions = torch.arange(hidden_states.shape[1], device=hidden_states.device) + past_length
+            positions = positions.unsqueeze(0)
         causal_mask = create_causal_mask(
             self.config,
             hidden_states,
             attention_mask,
             self_attn_cache,
-            position_ids=(
-                torch.arange(hidden_states.shape[1], device=hidden_states.device) + past_length
-            ).unsqueeze(0),
+            position_ids=positions,
+            # As the encoder's mask. Without a padding mask (a training batch's decoder inputs) the causal
+            # mask is dropped for SDPA's is_causal without a read.
+            allow_is_causal_skip=not self.training or attention_mask is None,
         )
         if encoder_hidden_states is not None:
             encoder_attention_mask = create_bidirectional_mask(
@@ -636,6 +649,7 @@ class VanillaTransformerDecoder(_VanillaTransformerStack):
                 inputs_embeds=hidden_states,
                 attention_mask=encoder_attention_mask,
                 encoder_hidden_states=encoder_hidden_states,
+                allow_is_bidirectional_skip=not self.training or encoder_attention_mask is None,
             )
 
         all_hidden_states = () if output_hidden_states else None

@@ -12,7 +12,7 @@ modules they import, which the tests import as `benchmarks` too (pytest's `pytho
 - `quality_curve.py` scores a run's checkpoints against its clock (the command and its functions).
 - `multi30k_seeds.py` compares recipes with seeds, fairseq beside us, by `seed_comparison` and
   `fairseq_logs` (and `fairseq_prepare.sh`, `fairseq_train.sh`).
-- `time_checkpoint_save.py` times a checkpoint's save; `check_gpus.py` checks the package on two GPUs;
-  `demo_screenshot.py` makes docs/demo.png from the demo page (scripts/demo.py).
+- `time_checkpoint_save.py` times a checkpoint's save; `check_gpus.py` checks the package on a GPU machine,
+  from one GPU up; `demo_screenshot.py` makes docs/demo.png from the demo page (scripts/demo.py).
 
 Nothing is imported here."""

@@ -1,5 +1,6 @@
-"""Benchmark this model against MarianMTModel at identical sizes (random weights, fp32), interleaved in one
-run; prints a table of our/Marian ratios and writes JSON. The measurements live in
+"""Benchmark this model against MarianMTModel at identical sizes (random weights, float32 or bf16 autocast),
+interleaved in one run on one device (--device: cuda where there is one, else cpu); prints a table of
+our/Marian ratios and writes JSON that names the device. The measurements live in
 `scripts/benchmarks/harness.py`.
 
     python scripts/benchmarks/benchmark.py --shapes S base --repeats 3 --ctranslate2 --compile
@@ -11,7 +12,7 @@ training step and of greedy decoding at batch 1 and 32 for both models at that s
 benchmark.
 --ctranslate2 also exports our model to CTranslate2 (float32 and int8) and times it on the same decoding tasks
 in a separate process that does not load torch (needs `pip install ctranslate2`), with CTranslate2's default
-GEMM library and with MKL.
+GEMM library and with MKL; on the CPU only, as are the --profile tables.
 --compile also times both models' greedy generate() with a static cache and the decoding step compiled by
 torch.compile (inductor; needs a C++ compiler; the warm-up round compiles, which takes minutes).
 The run ends with the tables of docs/benchmarks.md in Markdown; --markdown_from JSON prints them again from a
@@ -27,7 +28,14 @@ from transformers.utils import logging as hf_logging
 # Run from any folder: the `benchmarks` package is in scripts/, this folder's parent.
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from benchmarks.harness import SHAPES, format_markdown, profile_shape, run_benchmark
+from benchmarks.harness import (
+    MIXED_PRECISIONS,
+    SHAPES,
+    benchmark_device,
+    format_markdown,
+    profile_shape,
+    run_benchmark,
+)
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
@@ -54,9 +62,25 @@ class BenchmarkArguments(Options):
     compile: bool = field(
         default=False, metadata={"help": "Also time greedy generate() with a static cache + torch.compile."}
     )
+    device: str | None = field(
+        default=None,
+        metadata={"help": "Where to run: cpu, cuda or cuda:N. Default: cuda where there is one, else cpu."},
+    )
+    mixed_precision: str = field(
+        default="no",
+        metadata={
+            "help": "no (float32), or bf16: torch.autocast to bfloat16 around every forward pass (for GPUs: "
+            "on the CPUs docs/benchmarks.md was measured on, bfloat16 matrix products were no faster). The "
+            "matmul peak is measured in the same dtype.",
+            "choices": list(MIXED_PRECISIONS),
+        },
+    )
     profile: str | None = field(
         default=None,
-        metadata={"help": "Profile one shape instead of benchmarking.", "choices": sorted(SHAPES)},
+        metadata={
+            "help": "Profile one shape on the CPU instead of benchmarking.",
+            "choices": sorted(SHAPES),
+        },
     )
     output_file: str = field(
         default="outputs/benchmark.json", metadata={"help": "JSON file for the results."}
@@ -84,11 +108,22 @@ def main() -> None:
     # generate() warns on every call that max_new_tokens overrides max_length.
     hf_logging.set_verbosity_error()
     if args.profile:
+        if args.device not in (None, "cpu"):
+            raise UsageError(
+                f"--profile shows CPU operator time only, so --device {args.device} would not be profiled: "
+                "leave out --device."
+            )
         print(profile_shape(args.profile))
         return
+    device = benchmark_device(args.device)  # a device this machine lacks is refused before any work
     check_output_location(args.output_file, args.overwrite, "--output_file")  # before minutes of timing
     results = run_benchmark(
-        args.shapes, repeats=args.repeats, ctranslate2=args.ctranslate2, compile=args.compile
+        args.shapes,
+        repeats=args.repeats,
+        ctranslate2=args.ctranslate2,
+        compile=args.compile,
+        device=device,
+        mixed_precision=args.mixed_precision,
     )
     Path(args.output_file).parent.mkdir(parents=True, exist_ok=True)
     write_json(args.output_file, results)

@@ -90,10 +90,10 @@ SCALE_GPUS = ("NVIDIA A100", "NVIDIA H100 SXM")
 GPUS_PER_NODE = 8
 RECIPE_MAX_TOKENS = 3500  # per GPU on 8 GPUs: `max_tokens` of scripts/recipes/wmt14_en_de_{base,big}.yaml
 SENTENCE_LENGTH = 50  # of the counted batch; the attention masks are the only term that grows with it
-# Bytes per parameter held for the whole run under DDP with bfloat16 autocast (the recipes' `bf16: true`):
-# float32 weights (autocast casts them per operation), float32 gradients, the float32 buckets DDP copies them
-# into for the all-reduce (`gradient_as_bucket_view=False`, Accelerate's default; torch's DDP docstring says a
-# view would save "the total gradients size"), and Adam's two float32 moments.
+# Bytes per parameter held for the whole run under DDP with bfloat16 autocast (the recipes' precision on such
+# GPUs): float32 weights (autocast casts them per operation), float32 gradients, the float32 buckets DDP
+# copies them into for the all-reduce (`gradient_as_bucket_view=False`, Accelerate's default; torch's DDP
+# docstring says a view would save "the total gradients size"), and Adam's two float32 moments.
 DDP_STATE_BYTES = {"weights": 4, "gradients": 4, "DDP buckets": 4, "Adam moments": 8}
 GRADIENT_BYTES = 4  # DDP all-reduces the float32 gradients (no communication hook)
 # NVLink per GPU and direction, GB/s: half the data sheets' 600 (A100) and 900 (H100), which count both ways.

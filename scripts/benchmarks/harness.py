@@ -2,13 +2,18 @@
 positions, tied embeddings), built at identical sizes with random weights and measured interleaved in one
 process: only ratios measured in the same run mean anything on a shared machine.
 
-Measured: training target tokens/s (forward + backward + Adam step) and model FLOP utilisation against a
-matmul peak measured in the same run; generate() new tokens/s for greedy and beam-4 search at batch 32 and
-batch 1; time per new token as the prefix grows; peak tensor memory of a training step and of beam search.
-Each figure is the median of `repeats` runs after a warm-up, and every run records the machine's load so that
-runs taken under load can be spotted. Optionally, our model exported to CTranslate2 (float32 and int8) is
-timed on the same decoding tasks in a separate torch-free process, right after; and greedy generate() with a
-static cache and its decoding step compiled by torch.compile, for both models.
+Measured on one device, the CPU or a CUDA GPU (`run_benchmark(..., device=...)`; cuda where there is one):
+training target tokens/s (forward + backward + Adam step) and model FLOP utilisation against a matmul peak
+measured in the same run on the same device and in the same dtype; generate() new tokens/s for greedy and
+beam-4 search at batch 32 and batch 1; time per new token as the prefix grows; peak tensor memory of a
+training step and of beam search (the CPU profiler's allocation events on the CPU, the CUDA allocator's
+counters on a GPU). Every clock read waits for the device first (`clock`), so that a GPU's queued kernels are
+timed, not their launch. Each figure is the median of `repeats` runs after a warm-up, and every run records
+the machine's load so that runs taken under load can be spotted; the results name the device, its model and
+the mixed precision (no: float32, or bf16 autocast). Optionally, on the CPU, our model exported to
+CTranslate2 (float32 and int8) is timed on the same decoding tasks in a separate torch-free process, right
+after; and greedy generate() with a static cache and its decoding step compiled by torch.compile, for both
+models.
 
 `scripts/benchmarks/benchmark.py` is the command line.
 """
@@ -17,6 +22,7 @@ from __future__ import annotations
 
 import json
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -29,6 +35,7 @@ import torch
 from transformers import CompileConfig, LogitsProcessor, LogitsProcessorList, MarianConfig, MarianMTModel
 
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
+from hf_vanilla_transformer.devices import check_device
 from hf_vanilla_transformer.errors import UsageError
 
 
@@ -49,6 +56,63 @@ SHAPES = {
     # Checks that the harness runs; its figures mean nothing.
     "tiny": BenchmarkShape("tiny", 100, 32, 1, 64, 4),
 }
+
+
+def benchmark_device(name: str | torch.device | None = None) -> torch.device:
+    """The device `name` gives (None: cuda where there is one, else cpu), refused in one line where this
+    machine lacks it or the harness cannot read its clock and memory (anything but cpu and cuda)."""
+    if name is None:
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    device = check_device(str(name))
+    if device.type not in ("cpu", "cuda"):
+        raise UsageError(f"--device {name}: the benchmark runs on cpu or cuda (cuda:N).")
+    if device.type == "cuda":
+        count = torch.cuda.device_count()
+        if device.index is None:  # recorded with its index, so that a reader knows which GPU ran
+            device = torch.device("cuda", torch.cuda.current_device())
+        if device.index >= count:
+            raise UsageError(
+                f"--device {name}: this machine has {count} CUDA GPU(s), cuda:0 to cuda:{count - 1}."
+            )
+    return device
+
+
+def device_name(device: torch.device) -> str:
+    """What ran: the GPU's name, or the CPU's model name (Linux's /proc/cpuinfo, else `platform`'s)."""
+    if device.type == "cuda":
+        return torch.cuda.get_device_name(device)
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def synchronize(device: torch.device) -> None:
+    """Wait until `device` has run everything queued on it. A CUDA operator returns as soon as its kernel is
+    queued, so a clock read without this would time the queueing; on the CPU an operator has finished when it
+    returns."""
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def clock(device: torch.device) -> float:
+    """`time.perf_counter()` once `device` has caught up: every timed region starts and ends with this."""
+    synchronize(device)
+    return time.perf_counter()
+
+
+# accelerate's names: matrix products in float32, or under torch.autocast in bfloat16 (weights, optimiser and
+# loss stay float32). The dtype is the matmul peak's.
+MIXED_PRECISIONS = {"no": torch.float32, "bf16": torch.bfloat16}
+
+
+def autocast(device: torch.device, mixed_precision: str):
+    """The context of every timed forward pass: torch.autocast to bfloat16 for "bf16", none for "no"."""
+    return torch.autocast(device.type, dtype=torch.bfloat16, enabled=mixed_precision == "bf16")
 
 
 def build_models(shape: BenchmarkShape, seed: int = 0) -> dict[str, torch.nn.Module]:
@@ -107,14 +171,25 @@ def synthetic_tokenizer(vocab_size: int):
     )
 
 
-def peak_memory_mb(fn: Callable[[], object]) -> float:
-    """Peak memory in MiB of the tensors `fn` allocates on the CPU, above what was allocated when it started.
+def peak_memory_mb(fn: Callable[[], object], device: torch.device) -> float:
+    """Peak memory in MiB of the tensors `fn` allocates on `device`, above what was allocated when it started.
 
-    Replays the profiler's allocation and free events (`profile_memory=True`) in time order: the allocator's
-    own count, where the process's resident size would hide allocations that reuse freed heap memory. The
-    events are read from `kineto_results`, the record `export_memory_timeline` is built on. Profiling slows
-    `fn` down, so this is never combined with a timing.
+    On a CUDA device, the caching allocator's own counters (`torch.cuda.max_memory_allocated`, reset before
+    `fn`): live tensors, not the memory the allocator keeps cached.
+
+    On the CPU, replays the profiler's allocation and free events (`profile_memory=True`) in time order: the
+    allocator's own count, where the process's resident size would hide allocations that reuse freed heap
+    memory. The events are read from `kineto_results`, the record `export_memory_timeline` is built on.
+    Profiling slows `fn` down, so this is never combined with a timing.
     """
+    if device.type == "cuda":
+        synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+        start = torch.cuda.memory_allocated(device)
+        fn()
+        synchronize(device)
+        return (torch.cuda.max_memory_allocated(device) - start) / 2**20
+
     from torch.profiler import ProfilerActivity, profile
 
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as profiler:
@@ -202,14 +277,21 @@ def machine_load() -> float:
     return os.getloadavg()[0]
 
 
-def matmul_peak_gflops(size: int = 2048, repeats: int = 5) -> float:
-    a, b = torch.randn(size, size), torch.randn(size, size)
+def matmul_peak_gflops(
+    device: torch.device, mixed_precision: str = "no", size: int | None = None, repeats: int = 5
+) -> float:
+    """GFLOP/s of the fastest of `repeats` square matrix products on `device` in `mixed_precision`'s dtype."""
+    if size is None:
+        # A GPU finishes a 2048 product in well under a millisecond, where the launch and the clock would
+        # count; 8192 keeps it busy for milliseconds.
+        size = 2048 if device.type == "cpu" else 8192
+    a, b = (torch.randn(size, size, device=device, dtype=MIXED_PRECISIONS[mixed_precision]) for _ in range(2))
     a @ b
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock(device)
         a @ b
-        times.append(time.perf_counter() - start)
+        times.append(clock(device) - start)
     return 2 * size**3 / min(times) / 1e9
 
 
@@ -222,19 +304,24 @@ def training_flops_per_step(model, src_tokens: int, tgt_tokens: int) -> float:
     return 6 * (enc * src_tokens + (dec + head) * tgt_tokens)
 
 
-def time_training_step(model, batch_size: int, length: int, vocab: int) -> Callable[[], float]:
-    generator = torch.Generator().manual_seed(1)
-    inputs = torch.randint(4, vocab, (batch_size, length), generator=generator)
-    labels = torch.randint(4, vocab, (batch_size, length), generator=generator)
+def time_training_step(
+    model, batch_size: int, length: int, vocab: int, device: torch.device, mixed_precision: str = "no"
+) -> Callable[[], float]:
+    """A timer of one training step of `model` (already on `device`) on a fixed random batch."""
+    generator = torch.Generator().manual_seed(1)  # drawn on the CPU: the same batch on every device
+    inputs = torch.randint(4, vocab, (batch_size, length), generator=generator).to(device)
+    labels = torch.randint(4, vocab, (batch_size, length), generator=generator).to(device)
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9)
 
     def step() -> float:
         model.train()
-        start = time.perf_counter()
-        model(input_ids=inputs, labels=labels).loss.backward()
+        start = clock(device)
+        with autocast(device, mixed_precision):
+            loss = model(input_ids=inputs, labels=labels).loss
+        loss.backward()  # outside autocast, as torch.autocast's documentation asks
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-        return time.perf_counter() - start
+        return clock(device) - start
 
     return step
 
@@ -256,14 +343,17 @@ def time_generation(
     new_tokens: int,
     num_beams: int,
     vocab: int,
+    device: torch.device,
     generate_kwargs: dict | None = None,
-):
-    inputs = generation_inputs(batch_size, src_len, vocab)
+    mixed_precision: str = "no",
+) -> Callable[[], float]:
+    """A timer of one generate() call of `model` (already on `device`) on `generation_inputs`."""
+    inputs = generation_inputs(batch_size, src_len, vocab).to(device)
 
     def run() -> float:
         model.eval()
-        start = time.perf_counter()
-        with torch.inference_mode():
+        start = clock(device)
+        with torch.inference_mode(), autocast(device, mixed_precision):
             model.generate(
                 input_ids=inputs,
                 num_beams=num_beams,
@@ -274,7 +364,7 @@ def time_generation(
                 early_stopping=False,
                 **(generate_kwargs or {}),
             )
-        return time.perf_counter() - start
+        return clock(device) - start
 
     return run
 
@@ -282,31 +372,37 @@ def time_generation(
 class _StepClock(LogitsProcessor):
     """Records the time at every decoding step (generate() calls logits processors once per new token)."""
 
-    def __init__(self):
+    def __init__(self, device: torch.device):
+        self.device = device
         self.stamps: list[float] = []
 
     def __call__(self, input_ids, scores):
-        self.stamps.append(time.perf_counter())
+        self.stamps.append(clock(self.device))
         return scores
 
 
 def per_token_ms_by_prefix(
-    model, prefixes=(32, 128, 512), vocab: int = 8000, window: int = 16
+    model,
+    device: torch.device,
+    prefixes=(32, 128, 512),
+    vocab: int = 8000,
+    window: int = 16,
+    mixed_precision: str = "no",
 ) -> dict[int, float]:
-    """Median milliseconds per new token (batch 1, greedy) around each prefix length."""
-    clock = _StepClock()
-    inputs = torch.randint(4, vocab, (1, 32), generator=torch.Generator().manual_seed(3))
+    """Median milliseconds per new token (batch 1, greedy) around each prefix length, `model` on `device`."""
+    step_clock = _StepClock(device)
+    inputs = torch.randint(4, vocab, (1, 32), generator=torch.Generator().manual_seed(3)).to(device)
     model.eval()
-    with torch.inference_mode():
+    with torch.inference_mode(), autocast(device, mixed_precision):
         model.generate(
             input_ids=inputs,
             num_beams=1,
             do_sample=False,
             max_new_tokens=max(prefixes) + window,
             min_new_tokens=max(prefixes) + window,
-            logits_processor=LogitsProcessorList([clock]),
+            logits_processor=LogitsProcessorList([step_clock]),
         )
-    steps = [b - a for a, b in zip(clock.stamps, clock.stamps[1:], strict=False)]
+    steps = [b - a for a, b in zip(step_clock.stamps, step_clock.stamps[1:], strict=False)]
     return {p: 1000 * statistics.median(steps[p - window // 2 : p + window // 2]) for p in prefixes}
 
 
@@ -329,20 +425,49 @@ CTRANSLATE2_ENGINES = ("ct2_float32", "ct2_int8", "ct2_float32_mkl", "ct2_int8_m
 
 
 def run_benchmark(
-    shapes: list[str], repeats: int = 3, ctranslate2: bool = False, compile: bool = False, print_fn=print
+    shapes: list[str],
+    repeats: int = 3,
+    ctranslate2: bool = False,
+    compile: bool = False,
+    print_fn=print,
+    device: str | torch.device | None = None,
+    mixed_precision: str = "no",
 ) -> dict:
-    """Measure every shape in `shapes` (keys of `SHAPES`); with `ctranslate2`, also our model exported to
-    CTranslate2 in float32 and int8, each timed with CTranslate2's default GEMM library and with MKL; with
-    `compile`, also both models' greedy generate() with a static cache and a compiled decoding step (the
-    warm-up round compiles; the timed rounds reuse the compiled step)."""
+    """Measure every shape in `shapes` (keys of `SHAPES`) on `device` (cpu, cuda or cuda:N; None: cuda where
+    there is one, else cpu) with `mixed_precision` (a key of `MIXED_PRECISIONS`: "no", or "bf16" for
+    torch.autocast to bfloat16 around every forward pass); with `ctranslate2` (CPU only), also our model
+    exported to CTranslate2 in float32 and int8, each timed with CTranslate2's default GEMM library and with
+    MKL; with `compile`, also both models' greedy generate() with a static cache and a compiled decoding step
+    (the warm-up round compiles; the timed rounds reuse the compiled step). Returns the results as
+    `benchmark.py` writes them to JSON: {"device", "device_name", "mixed_precision", "threads", "torch",
+    "matmul_peak_gflops", "shapes": {shape: {"ours": {measure: value}, "marian": {...}, "load_per_round":
+    [...], ...}}}."""
+    device = benchmark_device(device)
+    if mixed_precision not in MIXED_PRECISIONS:
+        raise UsageError(f"--mixed_precision {mixed_precision!r}: give one of {', '.join(MIXED_PRECISIONS)}.")
+    if ctranslate2 and device.type != "cpu":
+        raise UsageError(
+            f"--ctranslate2 times the export on the CPU, which compares only with our model on the CPU, "
+            f"not on {device}: pass --device cpu, or leave out --ctranslate2."
+        )
     torch.set_num_threads(torch.get_num_threads())
-    results: dict = {"threads": torch.get_num_threads(), "torch": torch.__version__, "shapes": {}}
-    peak = matmul_peak_gflops()
+    results: dict = {
+        "device": str(device),
+        "device_name": device_name(device),
+        "mixed_precision": mixed_precision,
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+        "shapes": {},
+    }
+    peak = matmul_peak_gflops(device, mixed_precision)
     results["matmul_peak_gflops"] = peak
-    print_fn(f"matmul peak: {peak:.0f} GFLOP/s on {results['threads']} threads (load {machine_load():.2f})")
+    print_fn(
+        f"{device} ({results['device_name']}), mixed precision {mixed_precision}: "
+        f"matmul peak {peak:.0f} GFLOP/s, {results['threads']} threads (load {machine_load():.2f})"
+    )
     for shape_name in shapes:
         shape = SHAPES[shape_name]
-        models = build_models(shape)
+        models = {name: model.to(device) for name, model in build_models(shape).items()}
         tasks = {
             "train_tok_s": ("train", 64, 32, 1),
             **{
@@ -356,12 +481,15 @@ def run_benchmark(
         for name, model in models.items():
             for task, (kind, batch, length, beams) in tasks.items():
                 if kind == "train":
-                    timers[(name, task)] = time_training_step(model, batch, length, shape.vocab_size)
+                    timers[(name, task)] = time_training_step(
+                        model, batch, length, shape.vocab_size, device, mixed_precision
+                    )
                 else:
                     settings = compiled_generation_settings() if kind == "gen_compiled" else None
                     timers[(name, task)] = time_generation(
-                        model, batch, SOURCE_LENGTH, length, beams, shape.vocab_size, settings
-                    )
+                        model, batch, SOURCE_LENGTH, length, beams, shape.vocab_size, device,
+                        generate_kwargs=settings, mixed_precision=mixed_precision,
+                    )  # fmt: skip
         for timer in timers.values():  # warm-up
             timer()
         samples: dict = {key: [] for key in timers}
@@ -383,15 +511,21 @@ def run_benchmark(
         by_prefix_runs: dict = {name: [] for name in models}
         for _ in range(repeats):
             for name, model in models.items():
-                by_prefix_runs[name].append(per_token_ms_by_prefix(model, vocab=shape.vocab_size))
+                by_prefix_runs[name].append(
+                    per_token_ms_by_prefix(
+                        model, device, vocab=shape.vocab_size, mixed_precision=mixed_precision
+                    )
+                )
         for name in models:
             shape_result[name]["ms_per_token_by_prefix"] = {
                 prefix: statistics.median(run[prefix] for run in by_prefix_runs[name])
                 for prefix in by_prefix_runs[name][0]
             }
             # Measured apart from the timings, which the profiler would slow down.
-            shape_result[name]["train_peak_mb"] = peak_memory_mb(timers[(name, "train_tok_s")])
-            shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(timers[(name, "beam4_b32_tok_s")])
+            shape_result[name]["train_peak_mb"] = peak_memory_mb(timers[(name, "train_tok_s")], device)
+            shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(
+                timers[(name, "beam4_b32_tok_s")], device
+            )
         if ctranslate2:
             for quantization in (None, "int8"):
                 by_backend = ctranslate2_throughput(
@@ -426,22 +560,23 @@ def matmul_share(events, wall_seconds: float) -> float:
 
 def profile_shape(shape_name: str, row_limit: int = 8) -> str:
     """`torch.profiler` tables (operators by self CPU time) of one training step and of greedy generate() at
-    batch 1 and batch 32, for both models at `shape_name`, each with its matrix-product share: where the
-    time goes."""
+    batch 1 and batch 32, for both models at `shape_name` on the CPU, each with its matrix-product share:
+    where the time goes."""
     from torch.profiler import ProfilerActivity, profile
 
     shape = SHAPES[shape_name]
+    cpu = torch.device("cpu")
     sections = []
     for name, model in build_models(shape).items():
         for task, run in (
-            ("training step, batch 64 x 32", time_training_step(model, 64, 32, shape.vocab_size)),
+            ("training step, batch 64 x 32", time_training_step(model, 64, 32, shape.vocab_size, cpu)),
             (
                 "generate greedy, batch 1, 30 tokens",
-                time_generation(model, 1, SOURCE_LENGTH, 30, 1, shape.vocab_size),
+                time_generation(model, 1, SOURCE_LENGTH, 30, 1, shape.vocab_size, cpu),
             ),
             (
                 "generate greedy, batch 32, 30 tokens",
-                time_generation(model, 32, SOURCE_LENGTH, 30, 1, shape.vocab_size),
+                time_generation(model, 32, SOURCE_LENGTH, 30, 1, shape.vocab_size, cpu),
             ),
         ):
             run()  # warm-up
@@ -502,8 +637,13 @@ def format_markdown(results: dict) -> str:
             "pass the file `scripts/benchmarks/benchmark.py --output` wrote."
         )
     shapes = list(results["shapes"])
+    # A result without a device ran on the CPU in float32 and names no model.
+    device = results.get("device", "cpu")
+    what_ran = f"{device} ({results['device_name']})" if "device_name" in results else device
+    mixed_precision, threads = results.get("mixed_precision", "no"), results.get("threads", "?")
+    caption = f"Measured on {what_ran}, mixed precision {mixed_precision}, {threads} CPU threads."
     header = "| measure | " + " | ".join(f"{s}: ours | {s}: Marian | {s}: ours/Marian" for s in shapes) + " |"
-    lines = [header, "|---|" + "---|---|---|" * len(shapes)]
+    lines = [caption, "", header, "|---|" + "---|---|---|" * len(shapes)]
     rows = [
         ("training, target tokens/s", "train_tok_s"),
         ("training, share of matmul peak", "train_mfu"),

@@ -190,7 +190,7 @@ def profile_training(
         window = ProfilerWindow(warmup + timed, total) if profiled else None
         if window is not None:
             trainer.add_callback(window)
-        peak = matmul_peak_gflops()
+        peak = matmul_peak_gflops(trainer.args.device)
         trainer.train()
 
     phases = clock.phases(warmup, warmup + timed)

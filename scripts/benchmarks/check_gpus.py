@@ -554,7 +554,14 @@ def check_train_base(folder: Path, machine: Machine, sizes: Sizes) -> tuple[str,
 
 
 def check_marian(folder: Path, machine: Machine, sizes: Sizes) -> tuple[str, dict]:
-    from benchmarks.harness import SHAPES, SOURCE_LENGTH, build_models, time_generation, time_training_step
+    from benchmarks.harness import (
+        SHAPES,
+        SOURCE_LENGTH,
+        build_models,
+        interleaved_samples,
+        time_generation,
+        time_training_step,
+    )
 
     shape, device, mixed = SHAPES[sizes.shape], machine.torch_device(), machine.harness_precision
     models = {name: model.to(device) for name, model in build_models(shape).items()}
@@ -571,12 +578,7 @@ def check_marian(folder: Path, machine: Machine, sizes: Sizes) -> tuple[str, dic
                 model, sizes.decode_batch, SOURCE_LENGTH, sizes.new_tokens, beams, shape.vocab_size, device,
                 mixed_precision=mixed,
             )  # fmt: skip
-    for timer in timers.values():  # warm-up
-        timer()
-    samples = {key: [] for key in timers}
-    for _ in range(sizes.repeats):  # interleaved: every model and task once a round, as the harness does
-        for key, timer in timers.items():
-            samples[key].append(timer())
+    samples, _ = interleaved_samples(timers, sizes.repeats)
     figures = {name: {} for name in models}
     for (name, task), times in samples.items():
         figures[name][task] = tokens[task] / statistics.median(times)

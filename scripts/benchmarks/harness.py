@@ -424,6 +424,21 @@ COMPILED_GENERATION_TASKS = {  # name: (batch size, new tokens, beams)
 CTRANSLATE2_ENGINES = ("ct2_float32", "ct2_int8", "ct2_float32_mkl", "ct2_int8_mkl")
 
 
+def interleaved_samples(timers: dict, repeats: int) -> tuple[dict[object, list[float]], list[float]]:
+    """Each timer's seconds over `repeats` rounds, after a warm-up round: every timer runs once a round
+    (interleaved), so that both sides of a ratio see the same conditions. Also the machine's load after each
+    round, so that rounds taken under load can be spotted."""
+    for timer in timers.values():
+        timer()
+    samples: dict = {key: [] for key in timers}
+    loads = []
+    for _ in range(repeats):
+        for key, timer in timers.items():
+            samples[key].append(timer())
+        loads.append(machine_load())
+    return samples, loads
+
+
 def run_benchmark(
     shapes: list[str],
     repeats: int = 3,
@@ -490,14 +505,7 @@ def run_benchmark(
                         model, batch, SOURCE_LENGTH, length, beams, shape.vocab_size, device,
                         generate_kwargs=settings, mixed_precision=mixed_precision,
                     )  # fmt: skip
-        for timer in timers.values():  # warm-up
-            timer()
-        samples: dict = {key: [] for key in timers}
-        loads = []
-        for _ in range(repeats):  # interleaved: every model and task once per round
-            for key, timer in timers.items():
-                samples[key].append(timer())
-            loads.append(machine_load())
+        samples, loads = interleaved_samples(timers, repeats)
         shape_result: dict = {"load_per_round": loads}
         for (name, task), times in samples.items():
             kind, batch, length, beams = tasks[task]

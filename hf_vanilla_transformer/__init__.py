@@ -8,7 +8,7 @@ that never imported this package.
 
 from transformers import AutoConfig, AutoModel, AutoModelForSeq2SeqLM
 
-from . import _moved, pipeline_seq2seq
+from . import pipeline_seq2seq
 from .configuration_vanilla_transformer import PRESETS, VanillaTransformerConfig
 from .modeling_vanilla_transformer import (
     VanillaTransformerForConditionalGeneration,
@@ -30,7 +30,6 @@ VanillaTransformerModel.register_for_auto_class("AutoModel")
 VanillaTransformerForConditionalGeneration.register_for_auto_class("AutoModelForSeq2SeqLM")
 
 register_pipeline()
-_moved.install()  # old import paths, until 0.8.0
 
 
 def _task_input_rules(task: str | None) -> tuple:
@@ -42,7 +41,7 @@ def _task_input_rules(task: str | None) -> tuple:
 
 pipeline_seq2seq.INPUT_RULES = _task_input_rules  # the registry's tasks say how their models take inputs
 
-__version__ = "0.7.0"
+__version__ = "1.0.0"
 
 __all__ = [
     "PIPELINE_TASK",

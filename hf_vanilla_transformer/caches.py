@@ -1,12 +1,10 @@
 """The libraries' caches a command needs, checked before it works: a cache that cannot be used (a folder
 that is a file, or one this process cannot write: a read-only home on a cluster) is refused in one line
-naming the variable that moves it, instead of a traceback from inside `datasets` or `evaluate` after
-minutes of work. A command that needs no cache (translating, plotting) never looks.
+naming the variable that moves it, instead of a traceback from inside `datasets` after minutes of work. A
+command that needs no cache (translating, plotting) never looks.
 
-- `datasets` converts data files (JSON Lines, CSV, parquet) to Arrow in its cache: `HF_DATASETS_CACHE`.
-- `evaluate` copies a metric script into its modules cache and keeps the predictions it scores in its
-  metrics cache: `HF_MODULES_CACHE` and `HF_METRICS_CACHE`.
-All three live under `HF_HOME` unless set. This leaf imports nothing of ours but `errors`.
+`datasets` converts data files (JSON Lines, CSV, parquet) to Arrow in its cache, `HF_DATASETS_CACHE` (under
+`HF_HOME` unless set). This leaf imports nothing of ours but `errors`.
 """
 
 from __future__ import annotations
@@ -38,11 +36,3 @@ def check_datasets_cache() -> None:
     from datasets import config
 
     check_cache(config.HF_DATASETS_CACHE, "HF_DATASETS_CACHE", "reading data files")
-
-
-def check_metric_caches() -> None:
-    """`evaluate`'s modules and metrics caches, which loading and computing a metric write into."""
-    from evaluate import config
-
-    check_cache(config.HF_MODULES_CACHE, "HF_MODULES_CACHE", "loading a metric")
-    check_cache(config.HF_METRICS_CACHE, "HF_METRICS_CACHE", "computing a metric")

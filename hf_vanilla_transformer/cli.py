@@ -36,10 +36,15 @@ from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDa
 from . import stopping
 from .errors import MissingPathError, UsageError, UserError
 from .locks import command_started, release_all
-from .options import RANGE, describe_range
+from .options import RANGE
 from .outputs import check_output_options, forget_written, stop_summary
 from .readers import iter_text_lines
+from .validation import describe_range
 
+# What argparse's `add_argument` takes from a field's metadata.
+ARGPARSE_SETTINGS = frozenset(
+    {"action", "choices", "const", "default", "dest", "help", "metavar", "nargs", "required", "type"}
+)
 # A configuration's refusal of a field's value, or of how its values combine.
 CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
 
@@ -188,7 +193,7 @@ def leave_process_group() -> None:
     several = distributed.get_world_size() > 1
     distributed.destroy_process_group()
     if several:
-        from .training import leave_launched_process
+        from .training.exits import leave_launched_process
 
         leave_launched_process(0)
 
@@ -250,6 +255,9 @@ def make_parser(
     class Parser(HfArgumentParser):
         def add_argument(self, *names, **kwargs):
             spec = kwargs.pop(RANGE, None)  # a field's range is no argparse setting: `--help` shows it
+            # Nor are the rest of a field's own metadata (a decoding option's name in each backend:
+            # `decoding.settings`), which the code that reads the field uses.
+            kwargs = {key: value for key, value in kwargs.items() if key in ARGPARSE_SETTINGS}
             if spec not in (None, "any"):
                 kwargs["help"] = f"{kwargs.get('help', '')} ({describe_range(spec)})".strip()
             unset = "default" in kwargs and kwargs["default"] is None

@@ -67,3 +67,6 @@ def decoding_model(model: torch.nn.Module, device: torch.device, dtype: torch.dt
     """`model` on `device` in `dtype` (None: as it is). TF32 is left as torch has it (off for matrix
     products): a float32 decoding gives what float32 gives on any device."""
     return model.to(device=device, dtype=dtype)
+
+
+__all__ = ["check_device", "check_dtype", "decoding_model", "default_mixed_precision"]

@@ -5,10 +5,9 @@ something unforeseen and keeps its traceback.
 
 Each is also the built-in exception Python code expects (`except ValueError`, `except TypeError`,
 `except FileNotFoundError`), so code that calls the package catches them as before. The files that travel with
-a saved model folder (`configuration_vanilla_transformer.py`, `modeling_vanilla_transformer.py`,
-`pipeline_seq2seq.py`) and `interop/ctranslate2_inference.py` (loaded by path, without the package) cannot
-import this module; their refusals are `@strict`'s errors or the built-in ones, and `cli` names those it
-treats as the user's.
+a saved model folder (`saving.CODE_FILES`) and `interop/ctranslate2_inference.py` (loaded by path, without the
+package) cannot import this module; their refusals are `@strict`'s errors or the built-in ones, and `cli`
+names those it treats as the user's.
 """
 
 
@@ -38,3 +37,14 @@ class OfflineError(UserError, ConnectionError):
 
 class CorruptFileError(UserError, OSError):
     """A file of a saved folder does not parse (a download or save cut short): the user makes it again."""
+
+
+__all__ = [
+    "CorruptFileError",
+    "ExistingPathError",
+    "InputTypeError",
+    "MissingPathError",
+    "OfflineError",
+    "UsageError",
+    "UserError",
+]

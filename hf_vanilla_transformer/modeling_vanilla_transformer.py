@@ -131,6 +131,9 @@ class VanillaTransformerPositionalEmbedding(nn.Module):
         return self.weight[positions]  # (T, d_model)
 
 
+# Adapted from transformers.models.bert.modeling_bert.eager_attention_forward (which Marian copies): a copy,
+# since a saved folder's code imports only transformers' public API; it adds a causal mask where none is
+# given, takes SDPA's boolean masks, and runs the softmax in float32.
 def eager_attention_forward(
     module: nn.Module,
     query: torch.Tensor,
@@ -421,7 +424,7 @@ class VanillaTransformerPreTrainedModel(PreTrainedModel):
             else:
                 init.copy_(module.weight, sinusoidal_position_table(*module.weight.shape, module.layout))
 
-    # transformers' plumbing: the configuration checked before sizing, readable load errors, module ties.
+    # Building and loading: the configuration checked before sizing, readable load errors, module ties.
 
     def __init__(self, config: VanillaTransformerConfig, *inputs, **kwargs):
         # One shared vocabulary has one size, as in Marian: common tests and resizing set `vocab_size` alone.
@@ -783,7 +786,7 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         )
         return output if return_dict is not False else output.to_tuple()
 
-    # transformers' plumbing: weight ties, embedding access and resizing.
+    # Embeddings as transformers reaches them: weight ties, access and resizing.
 
     def get_expanded_tied_weights_keys(self, all_submodels: bool = False) -> dict[str, str]:
         """The stacks share embeddings by `share_encoder_decoder_embeddings` alone, whatever
@@ -825,6 +828,8 @@ class VanillaTransformerModel(VanillaTransformerPreTrainedModel):
         return embeddings
 
 
+# Adapted from transformers.models.marian.modeling_marian.shift_tokens_right: a copy, since a saved folder's
+# code imports only transformers' public API; it also refuses a configuration without a start token.
 def shift_tokens_right(
     input_ids: torch.Tensor, pad_token_id: int, decoder_start_token_id: int
 ) -> torch.Tensor:
@@ -1001,7 +1006,8 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
                 )
         return super().generate(inputs, *args, **kwargs)
 
-    # transformers' plumbing: submodule access, resizing, beam search's cache hook, the saved `auto_map`.
+    # Hooks transformers calls: submodule access, resizing, beam search's cache reordering, the saved
+    # `auto_map`.
 
     def save_pretrained(self, *args, **kwargs):
         """Also names the bare model in `auto_map`, which transformers leaves out, for `AutoModel` loading."""
@@ -1070,7 +1076,7 @@ class VanillaTransformerForConditionalGeneration(VanillaTransformerPreTrainedMod
         return cache
 
 
-# --- transformers' plumbing -------------------------------------------------------------------------------
+# --- Input checks and load errors -------------------------------------------------------------------------
 
 
 class UnreadableWeightsError(OSError):

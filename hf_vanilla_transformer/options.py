@@ -8,7 +8,9 @@ refused in one line naming the option instead of failing deep in the code.
         beams: int = field(default=4, metadata={"help": "Beam width.", "range": ">= 1"})
 
 A range is `">= 1"`, `"> 0"`, an interval such as `"[0, 1)"` (a bracket includes its end), or `"any"` for a
-number with no bound (the test of every script's options asks each number to say which).
+number with no bound (the test of every script's options asks each number to say which). Ranges and choices
+are checked by the validators the model's configuration checks its fields with (`validation`), so an option
+and a configuration field refuse a value in the same words.
 """
 
 from __future__ import annotations
@@ -16,33 +18,15 @@ from __future__ import annotations
 import dataclasses
 
 from .errors import UsageError
+from .validation import is_number, number_in, one_of
 
 RANGE = "range"
 
 
-def in_range(value, spec: str) -> bool:
-    """Whether the number `value` lies in the range `spec` (see the module docstring)."""
-    if spec == "any":
-        return True
-    if spec.startswith((">=", ">")):
-        bound = float(spec.split()[-1])
-        return value >= bound if spec.startswith(">=") else value > bound
-    low, high = (float(part) for part in spec[1:-1].split(","))
-    return (low <= value if spec[0] == "[" else low < value) and (
-        value <= high if spec[-1] == "]" else value < high
-    )
-
-
-def describe_range(spec: str) -> str:
-    """`">= 1"` -> `"at least 1"`, `"[0, 1)"` -> `"in [0, 1)"`: as an error or a help text says it."""
-    if spec[0] in "[(":
-        return f"in {spec}"
-    return spec.replace(">=", "at least").replace(">", "more than")
-
-
 def check_value(name: str, value, metadata) -> None:
     """Refuse `value` of the option `name` outside the range or the choices its field's `metadata` gives (a
-    list option: each of its values); None, an option left unset, passes."""
+    list option: each of its values); None, an option left unset, passes, and so does a value that is no
+    number (a flag) where a range is given."""
     if isinstance(value, list | tuple):
         for item in value:
             check_value(name, item, metadata)
@@ -50,11 +34,13 @@ def check_value(name: str, value, metadata) -> None:
     spec, choices = metadata.get(RANGE), metadata.get("choices")
     if value is None:
         return
-    if choices is not None and value not in choices:
-        raise UsageError(f"--{name} must be one of {', '.join(map(str, choices))}, got {value!r}.")
-    numeric = isinstance(value, int | float) and not isinstance(value, bool)
-    if spec is not None and numeric and not in_range(value, spec):
-        raise UsageError(f"--{name} must be {describe_range(spec)}, got {value}.")
+    try:
+        if choices is not None:
+            one_of(*choices)(value)
+        if spec is not None and is_number(value):
+            number_in(spec)(value)
+    except ValueError as error:
+        raise UsageError(f"--{name} {error}") from None
 
 
 def check_options(instance) -> None:
@@ -73,3 +59,6 @@ class Options:
         parent = getattr(super(), "__post_init__", None)
         if parent is not None:  # a library dataclass further up (the Trainer's arguments) checks its own
             parent()
+
+
+__all__ = ["Options"]

@@ -23,8 +23,13 @@ from transformers import (
     pipeline,
 )
 
-from . import configuration_vanilla_transformer, modeling_vanilla_transformer, pipeline_seq2seq, sentences
-from ._moved import moved_name
+from . import (
+    configuration_vanilla_transformer,
+    modeling_vanilla_transformer,
+    pipeline_seq2seq,
+    sentences,
+    validation,
+)
 from .errors import CorruptFileError, InputTypeError, MissingPathError, OfflineError, UsageError
 from .pipeline_seq2seq import TASK_NAME
 from .readers import is_local_path, nearest_sibling, read_json
@@ -39,6 +44,7 @@ CODE_FILES = {
         modeling_vanilla_transformer,
         pipeline_seq2seq,
         sentences,
+        validation,
     )
 }
 
@@ -124,6 +130,8 @@ def check_hub_reachable(repo_id: str, filename: str, repo_type: str = "model") -
             f"HF_HUB_OFFLINE is set and {repo_id!r} is not in the Hub cache. Unset HF_HUB_OFFLINE to "
             "download it, or pass a local folder."
         )
+    # A connection, not a request through huggingface_hub: the exceptions of its HTTP client differ between
+    # the releases supported (httpx2 in the newest), and only whether the host answers is asked here.
     endpoint = urlparse(constants.ENDPOINT)
     host = endpoint.hostname
     try:
@@ -333,5 +341,4 @@ def save_model_folder(model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase
     return folder
 
 
-def __getattr__(name: str):
-    return moved_name(__name__, name)
+__all__ = ["check_model_location", "check_tokenizer_location", "load_model_folder", "save_model_folder"]

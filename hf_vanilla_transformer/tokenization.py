@@ -32,7 +32,6 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from tokenizers.trainers import BpeTrainer
 from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from ._moved import moved_name
 from .errors import MissingPathError, UsageError
 from .readers import iter_text_lines
 from .saving import check_tokenizer_location, load_folder_tokenizer
@@ -310,7 +309,3 @@ __all__ = [
     "train_bpe_tokenizer",
     "wrap_tokenizer",
 ]
-
-
-def __getattr__(name: str):
-    return moved_name(__name__, name)

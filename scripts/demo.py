@@ -28,7 +28,12 @@ from typing import TYPE_CHECKING
 import torch
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.decoding.generation import default_max_new_tokens, length_limit
+from hf_vanilla_transformer.decoding.generation import (
+    default_max_new_tokens,
+    generation_settings,
+    length_limit,
+)
+from hf_vanilla_transformer.decoding.settings import DecodingArguments
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
@@ -169,13 +174,22 @@ class DemoModel:
         self, decoding: str, num_beams: int, length_penalty: float, max_new_tokens: int, temperature: float,
         top_p: float,
     ) -> dict:  # fmt: skip
+        """generate()'s keywords for the page's controls: the decoding options they set
+        (`DecodingArguments`, as translate.py and evaluate_model.py take them) over the saved generation
+        config, a value outside an option's range refused in the page."""
         if decoding not in DECODINGS:
             raise DemoInputError(f"Unknown decoding {decoding!r}; choose one of {', '.join(DECODINGS)}.")
-        kwargs = {**length_limit(max_new_tokens), "num_beams": 1, "do_sample": False}
+        chosen = {"num_beams": 1, "max_new_tokens": int(max_new_tokens)}
         if decoding == "beam search":
-            kwargs.update(num_beams=int(num_beams), length_penalty=float(length_penalty))
+            chosen.update(num_beams=int(num_beams), length_penalty=float(length_penalty))
         elif decoding == "sampling":
-            kwargs.update(do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=0)
+            chosen.update(do_sample=True, temperature=float(temperature), top_p=float(top_p), top_k=0)
+        try:
+            options = DecodingArguments(**chosen)
+        except UsageError as error:
+            raise DemoInputError(str(error)) from None
+        kwargs = generation_settings(options, self.task, self.model.generation_config)
+        kwargs.update(length_limit(kwargs.pop("max_new_tokens")))
         return kwargs
 
     def generate(self, text: str, **generation) -> str:

@@ -1,9 +1,8 @@
 r"""Evaluate a saved model on a split (named evaluate_model.py: a scripts/evaluate.py would shadow the
 `evaluate` library for every script in this folder).
 
-Batched generation (the folder's saved generation config unless flags say otherwise: the paper's beam 4 and
-length penalty 0.6 for a model this package trains, beam 6 and 1.4 for the shipped Multi30k model), the
-task's metrics, a JSON report with every prediction.
+Batched generation (the folder's saved generation config unless the decoding options say otherwise: the same
+options as translate.py's, sampling included), the task's metrics, a JSON report with every prediction.
 
     python scripts/evaluate_model.py --model outputs/multi30k-de-en/final --task translation \
         --dataset outputs/data/multi30k-de-en --source_lang de --target_lang en --split test

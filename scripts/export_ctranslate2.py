@@ -48,7 +48,7 @@ def main() -> None:
     if args.example:
         translator = CTranslate2Seq2Seq(output_dir)
         for source, output in zip(
-            args.example, translator.generate(args.example, num_beams=args.num_beams), strict=True
+            args.example, translator.generate(args.example, beam_size=args.num_beams), strict=True
         ):
             print(f"{source}\n  -> {output}")
 

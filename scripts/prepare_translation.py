@@ -25,14 +25,17 @@ import pyarrow
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.data.preprocessing import check_length_limits
-from hf_vanilla_transformer.options import Options
+from hf_vanilla_transformer.lengths import LengthArguments
 from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location, staged
 from hf_vanilla_transformer.tasks.translation.data import load_translation_dataset, tokenize_translation
 from hf_vanilla_transformer.tokenization import load_tokenizer
 
 
 @dataclass
-class PrepareArguments(Options):
+class PrepareArguments(LengthArguments):
+    """The data set and where it goes; with --tokenizer, the lengths of its pairs' sides are training's own
+    options (`LengthArguments`)."""
+
     dataset: str = field(
         metadata={
             "help": "A Hub dataset (e.g. bentrevett/multi30k, wmt/wmt14), a local save_to_disk/parquet/JSON "
@@ -50,12 +53,6 @@ class PrepareArguments(Options):
     tokenized_output_dir: str | None = field(
         default=None,
         metadata={"help": "Where to save the tokenized DatasetDict; default: output_dir-tokenized."},
-    )
-    max_source_length: int = field(
-        default=256, metadata={"help": "Longer sources (in tokens) are dropped.", "range": ">= 1"}
-    )
-    max_target_length: int = field(
-        default=256, metadata={"help": "Longer targets (in tokens) are dropped.", "range": ">= 1"}
     )
     num_proc: int | None = field(
         default=None, metadata={"help": "Processes for tokenization.", "range": ">= 1"}
@@ -98,11 +95,13 @@ def main() -> None:
             args.max_source_length,
             args.max_target_length,
             num_proc=args.num_proc,
+            long_pairs=args.long_pairs,
         )
         with staged(tokenized_dir, "--tokenized_output_dir") as staging:
             tokenized.save_to_disk(staging)
         for split, count in counts.items():
-            print(f"{split}: kept {count['kept']} tokenized pairs, dropped {count['dropped']} too long")
+            long = "truncated" if args.long_pairs == "truncate" else "dropped"
+            print(f"{split}: kept {count['kept']} tokenized pairs, {long} {count[long]} too long")
         print(f"Saved tokenized data to {tokenized_dir}")
 
 

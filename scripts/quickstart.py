@@ -19,7 +19,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from hf_vanilla_transformer.caches import check_metric_caches
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.configuration_vanilla_transformer import PRESETS
 from hf_vanilla_transformer.decoding.generation import generate_texts, generation_settings
@@ -233,7 +232,6 @@ def run_quickstart(args: QuickstartArguments) -> dict:
 def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     (args,) = parse_arguments(QuickstartArguments, description=__doc__)
-    check_metric_caches()  # its evaluation comes after minutes of training
     run_quickstart(args)
 
 

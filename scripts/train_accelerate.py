@@ -1,10 +1,10 @@
 """Train with a plain Accelerate loop, for users who want the loop in view and in their hands, the way
-transformers' `run_translation_no_trainer.py` is written. The package gives the tokenizer, the data and the
-model, checked before training (`set_up_training`, as for `scripts/train.py`: both refuse a mistake in the
-same words), the token-budget batches (§5.1) and eq. 3's learning rate; the loop is here, and yours to
-change. Everything else (evaluation and the best checkpoint, time budgets, FSDP, DeepSpeed, every
-`Seq2SeqTrainingArguments` option, recipe files) is `scripts/train.py`, the Trainer, the package's training
-engine.
+transformers' `run_translation_no_trainer.py` is written. The package gives the steps before training
+(`training.setup`'s: the options, tokenizer and configuration, checks, data and model, which
+`scripts/train.py` takes too, so both refuse a mistake in the same words), the token-budget batches (§5.1)
+and eq. 3's learning rate; the loop is here, and yours to change. Everything else (evaluation and the best
+checkpoint, time budgets, FSDP, DeepSpeed, every `Seq2SeqTrainingArguments` option, recipe files) is
+`scripts/train.py`, the Trainer, the package's training engine.
 
     python scripts/train_accelerate.py --task translation --dataset outputs/data/multi30k-de-en \
         --tokenizer outputs/tokenizers/multi30k-de-en-bpe8k --max_tokens 4096 --max_steps 2000 \
@@ -38,7 +38,7 @@ import torch
 from accelerate import Accelerator, PartialState
 from accelerate.utils import DistributedType, set_seed
 from torch.utils.data import DataLoader
-from transformers import get_scheduler
+from transformers import AutoTokenizer, get_scheduler
 from transformers.trainer_utils import rotate_checkpoints
 
 from hf_vanilla_transformer.cli import make_parser, parse_dataclasses, run_script
@@ -53,11 +53,8 @@ from hf_vanilla_transformer.training import (
     LossLog,
     ModelArguments,
     StepAgreement,
-    leave_finished_run,
-    leave_launched_process,
     paper_peak_learning_rate,
     precision_flags,
-    set_up_training,
     token_budget_sampler,
 )
 from hf_vanilla_transformer.training.checkpoints import (
@@ -66,8 +63,21 @@ from hf_vanilla_transformer.training.checkpoints import (
     step_of,
     write_complete_record,
 )
+from hf_vanilla_transformer.training.exits import leave_finished_run, leave_launched_process
 from hf_vanilla_transformer.training.faults import stopped_message
 from hf_vanilla_transformer.training.resume import ResumeContract, RunFinished, finished_message
+from hf_vanilla_transformer.training.setup import (
+    check_lengths_fit,
+    check_options,
+    check_resume,
+    load_config_overrides,
+    model_config,
+    prepare_output_dir,
+    resume_point,
+    say_what_trains,
+    seeded_model,
+    tokenized_data,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -350,34 +360,76 @@ def train_loop(
     return final
 
 
-def main() -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    parser = make_parser(ModelArguments, DataArguments, BatchingArguments, LoopArguments, description=__doc__)
-    model_args, data_args, batching, args = parse_dataclasses(parser)
+def check_loop_options(data_args: DataArguments, batching: BatchingArguments) -> None:
+    """Refuse what this loop does not train with: batches of a fixed number of pairs, a stream."""
     if batching.max_tokens is None:
         raise UsageError("The loop batches by token budget: set --max_tokens (e.g. --max_tokens 4096).")
     if data_args.streaming:
         raise UsageError("This loop trains on data held on disk: drop --streaming, or use scripts/train.py.")
+
+
+def loop_run_finished(checkpoint: str, args: LoopArguments) -> str | None:
+    """The line a run resumed from the state `checkpoint` says if that state ends it (--max_steps reached),
+    else None."""
+    step = step_of(Path(checkpoint))
+    if step < args.max_steps:
+        return None
+    reached, further = f"step {step} of --max_steps {args.max_steps}", f"raise --max_steps above {step}"
+    return finished_message(args.output_dir, checkpoint, reached, further)
+
+
+def main() -> None:
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    parser = make_parser(ModelArguments, DataArguments, BatchingArguments, LoopArguments, description=__doc__)
+    model_args, data_args, batching, args = parse_dataclasses(parser)
+
+    # Options: each refused in one line before anything is read; the loop's own first. A signal stops the run
+    # from there on (before training, at once).
+    check_loop_options(data_args, batching)
     interruption = Interruption()
     interruption.install()
     state = PartialState(cpu=args.use_cpu)
+    check_options(model_args, data_args, args.output_dir)
+
+    # Tokenizer and configuration: the configuration the model will be built from, read without building it.
+    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    config = model_config(model_args, tokenizer)
+
+    # Checks, before any data is read. Every refusal that needs no state to resume comes before
+    # `prepare_output_dir`, which with --overwrite deletes the earlier run that such a refusal must leave
+    # whole; a resume is then checked against its state's record of the run.
+    check_lengths_fit(data_args, config)
     contract = ResumeContract(lambda: resume_options(args, batching, state), args.allow_changed_options)
-
-    def finished(checkpoint: str) -> str | None:
-        step = step_of(Path(checkpoint))
-        if step < args.max_steps:
-            return None
-        reached, further = f"step {step} of --max_steps {args.max_steps}", f"raise --max_steps above {step}"
-        return finished_message(args.output_dir, checkpoint, reached, further)
-
+    prefix = STATE_PREFIX[:-1]  # the folders are state-<step>
     try:
-        tokenizer, datasets_, model = set_up_training(
-            model_args, data_args, args, args.overwrite, state, checkpoint_prefix=STATE_PREFIX[:-1],
-            contract=contract, finished=finished,
-        )  # fmt: skip
+        checkpoint, replaces_final = resume_point(
+            args,
+            contract,
+            model_args,
+            data_args,
+            finished=lambda folder: loop_run_finished(folder, args),
+            checkpoint_prefix=prefix,
+        )
     except RunFinished as finished:
         leave_finished_run(finished, state.is_main_process, state.num_processes)
         return
+    prepare_output_dir(args.output_dir, bool(checkpoint), args.overwrite)
+    overrides = load_config_overrides(model_args.config_overrides)
+    contract.describe(model_args, data_args, tokenizer, config, overrides)
+    check_resume(
+        checkpoint, contract, config, args.output_dir, state, replaces_final, checkpoint_prefix=prefix
+    )
+
+    # Data: tokenized (the main process of each machine first), the training pairs checked against the
+    # state's when resuming.
+    datasets_ = tokenized_data(data_args, tokenizer, state, contract, checkpoint)
+
+    # Model: built after seeding, so that the seed fixes the initial weights too.
+    model = seeded_model(model_args, data_args, tokenizer, args.seed)
+    say_what_trains(model_args, data_args, model, datasets_["train"])
+
+    # Training and saving: the loop, which saves a state every --save_steps and at a signal, and the final
+    # folder at its end.
     final = train_loop(model, tokenizer, datasets_["train"], args, batching, interruption, contract)
     status = interruption.exit_status if interruption.stopped else 0
     if state.is_main_process and not status:

@@ -9,17 +9,18 @@ files of millions of lines (a window of lines at a time, sorted and batched by l
     python scripts/translate.py --backend ctranslate2 --model outputs/ct2/multi30k-de-en-int8 \
         --input news.de --output news.en
 
-Decoding is the model folder's saved generation config unless options say otherwise (a model this package
-trains: the paper's beam 4 and length penalty 0.6; the shipped Multi30k model: beam 6 and 1.4), each output at
-most its source's length + 50 tokens (§6.1). An interrupted --output is
-continued by the same command; `--split_sentences true` translates each line as a text, sentence by sentence.
+Decoding is the model folder's saved generation config unless the decoding options say otherwise (the same
+options as evaluate_model.py's), each output at most its source's length + 50 tokens (§6.1). An interrupted
+--output is continued by the same command; `--split_sentences true` translates each line as a text, sentence
+by sentence.
 """
 
 import logging
 import sys
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.decoding.translating import TranslateArguments, translate
+from hf_vanilla_transformer.decoding.arguments import TranslateArguments
+from hf_vanilla_transformer.decoding.translating import translate
 
 
 def main() -> None:

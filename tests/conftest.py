@@ -3,7 +3,6 @@ import os
 # No test may reach the Hub: fail fast instead of hanging on the network.
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
-os.environ.setdefault("HF_EVALUATE_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # pytest-xdist runs one test process per core: each gets its share of the cores for torch's thread pool, and
 # so do the processes it starts. Without this, every process spins a thread per core, and OpenMP threads

@@ -34,7 +34,8 @@ from accelerate.utils.fsdp_utils import (
 )
 
 from hf_vanilla_transformer import VanillaTransformerConfig, VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.training.trainer import FullWeightsCallback, end_process, gathered_model
+from hf_vanilla_transformer.training.exits import end_process
+from hf_vanilla_transformer.training.full_weights import FullWeightsCallback, gathered_model
 from tests.conftest import make_word_tokenizer
 
 STEPS = 5

@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPTS = ROOT / "scripts"
 
 # Environment variables that the libraries read when imported: in-process, a script cannot change them.
-IMPORT_TIME_PREFIXES = ("HF_HUB_", "HF_HOME", "HF_DATASETS_", "HF_EVALUATE_", "HF_ENDPOINT")
+IMPORT_TIME_PREFIXES = ("HF_HUB_", "HF_HOME", "HF_DATASETS_", "HF_ENDPOINT")
 IMPORT_TIME_PREFIXES += ("HF_MODULES_CACHE", "HUGGINGFACE_", "TRANSFORMERS_", "USE_TORCH", "XDG_CACHE_HOME")
 IMPORT_TIME_PREFIXES += ("TORCH", "PYTORCH_", "OMP_", "GOMP_", "MKL_", "KMP_", "PYTHON")
 THREADS = "OMP_NUM_THREADS"  # the one of them applied here, with torch.set_num_threads

@@ -175,7 +175,10 @@ def test_loop_on_two_cpu_processes_computes_what_one_process_accumulates(transla
     [
         (["--max_steps", "0"], "--max_steps must be at least 1, got 0."),
         ([], "The loop batches by token budget: set --max_tokens"),
-        (["--max_source_length", "300"], "max_source_length 300 / max_target_length"),
+        (
+            ["--max_source_length", "300"],
+            "--max_source_length 300 is more than 256, the model's max_position_embeddings",
+        ),
         (["--streaming", "true"], "This loop trains on data held on disk: drop --streaming"),
     ],
 )
@@ -193,12 +196,15 @@ def test_loop_refuses_what_it_cannot_train_in_one_line(translation_data, tmp_pat
     [
         ("no tokenizer", "No tokenizer given: pass --tokenizer"),
         ("a model of another task", "is a series model, not a translation one: give --task series"),
-        ("lengths beyond the positions", "max_source_length 300 / max_target_length 96 allow pairs of 300"),
+        (
+            "lengths beyond the positions",
+            "--max_source_length 300 is more than 256, the model's max_position_embeddings",
+        ),
         ("an earlier run", f"holds an earlier training run ({LOSS_LOG_NAME}): pass --overwrite"),
     ],
 )
 def test_both_scripts_refuse_a_mistake_in_the_same_words(translation_data, tmp_path, mistake, message):
-    """The Trainer script and the loop start from the same set-up (`set_up_training`): a mistake either can
+    """The Trainer script and the loop start from the same steps (`training.setup`'s): a mistake either can
     make is refused by both in the same line, before anything is written."""
     options = ["--task", "translation", *_tiny(translation_data), "--max_tokens", "200"]
     out = tmp_path / "run"

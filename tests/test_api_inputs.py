@@ -203,18 +203,23 @@ SCORE_REFUSALS = {
     "exact match of lists": (lambda: exact_match(["a"], ["a"]), InputTypeError, "two strings; got list"),
     "exact match of None": (lambda: exact_match(None, "x"), InputTypeError, "got NoneType and str"),
     "a proportion above 1": (lambda: binomial_standard_error(1.5, 3), UsageError, "proportion=1.5"),
-    "BLEU of zero examples": (
-        lambda: get_task("translation").score(get_task("translation").load_metric(), [], []),
+    "translation score of zero examples": (
+        lambda: get_task("translation").score([], []),
         UsageError,
-        "got no predictions: BLEU over zero examples",
+        "got no predictions: exact match over zero examples",
+    ),
+    "translation score of several references each": (
+        lambda: get_task("translation").score(["A dog."], [["A dog.", "The dog."]]),
+        InputTypeError,
+        "one reference string each",
     ),
     "series score of unequal lists": (
-        lambda: get_task("series").score(get_task("series").load_metric(), ["x + O(x**6)"], []),
+        lambda: get_task("series").score(["x + O(x**6)"], []),
         UsageError,
         "got 1 predictions but 0 references",
     ),
     "exact match of unequal lists": (
-        lambda: task_or_plain("not-installed").score(None, ["a", "b"], ["a"]),
+        lambda: task_or_plain("not-installed").score(["a", "b"], ["a"]),
         UsageError,
         "got 2 predictions but 1 references",
     ),

@@ -68,16 +68,16 @@ def test_ctranslate2_matches_generate_in_float32(tmp_path, word_tokenizer, varia
     ct2 = CTranslate2Seq2Seq(exported, intra_threads=1)
     source_ids = [word_tokenizer(text)["input_ids"] for text in SOURCES]
 
-    greedy = ct2.generate_ids(source_ids, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    greedy = ct2.generate_ids(source_ids, beam_size=1, max_decoding_length=MAX_NEW_TOKENS)
     assert greedy == _our_ids(model, word_tokenizer, SOURCES, num_beams=1)
     assert any(len(ids) > 1 for ids in greedy)  # not a trivially empty comparison
 
-    beam = ct2.generate_ids(source_ids, num_beams=4, max_new_tokens=MAX_NEW_TOKENS, length_penalty=1.0)
+    beam = ct2.generate_ids(source_ids, beam_size=4, max_decoding_length=MAX_NEW_TOKENS, length_penalty=1.0)
     assert beam == _our_ids(
         model, word_tokenizer, SOURCES, num_beams=4, length_penalty=1.0, early_stopping=True
     )
 
-    texts = ct2.generate(SOURCES, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    texts = ct2.generate(SOURCES, beam_size=1, max_decoding_length=MAX_NEW_TOKENS)
     assert texts == word_tokenizer.batch_decode(greedy, skip_special_tokens=True)
 
 
@@ -93,16 +93,18 @@ def test_a_text_is_translated_sentence_by_sentence_as_the_pipeline_does(
     assert ct2.defaults["langs"] == ["de", "en"]
     first, second = "Ein hund läuft im park.", "Zwei katzen schlafen."
     one_by_one = [
-        ct2.generate([text], num_beams=1, max_new_tokens=MAX_NEW_TOKENS)[0] for text in (first, second)
+        ct2.generate([text], beam_size=1, max_decoding_length=MAX_NEW_TOKENS)[0] for text in (first, second)
     ]
     text = f"{first} {second}\n\n{second}"
     expected = f"{one_by_one[0]} {one_by_one[1]}\n\n{one_by_one[1]}"
-    assert ct2.generate([text, first], num_beams=1, max_new_tokens=MAX_NEW_TOKENS) == [
+    assert ct2.generate([text, first], beam_size=1, max_decoding_length=MAX_NEW_TOKENS) == [
         expected,
         one_by_one[0],
     ]
-    whole = ct2.generate([text], num_beams=1, max_new_tokens=MAX_NEW_TOKENS, split_sentences=False)
-    ids = ct2.generate_ids([word_tokenizer(text)["input_ids"]], num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    whole = ct2.generate([text], beam_size=1, max_decoding_length=MAX_NEW_TOKENS, split_sentences=False)
+    ids = ct2.generate_ids(
+        [word_tokenizer(text)["input_ids"]], beam_size=1, max_decoding_length=MAX_NEW_TOKENS
+    )
     assert whole == word_tokenizer.batch_decode(ids, skip_special_tokens=True)
     pipe = pipeline(PIPELINE_TASK, model=str(tmp_path / "model"), pipeline_class=Seq2SeqGenerationPipeline)
     assert pipe(text, num_beams=1, max_new_tokens=MAX_NEW_TOKENS) == [{"generated_text": expected}]
@@ -116,8 +118,8 @@ def test_a_text_is_translated_sentence_by_sentence_as_the_pipeline_does(
         ct2, "_generate_texts", lambda texts, **kwargs: sent.append(texts) or translate(texts, **kwargs)
     )
     dated = "Ein hund läuft am 3. Mai im park."
-    ct2.generate([f"{dated} {second}"], num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
-    ct2.generate([f"{dated} {second}"], num_beams=1, max_new_tokens=MAX_NEW_TOKENS, source_lang="en")
+    ct2.generate([f"{dated} {second}"], beam_size=1, max_decoding_length=MAX_NEW_TOKENS)
+    ct2.generate([f"{dated} {second}"], beam_size=1, max_decoding_length=MAX_NEW_TOKENS, source_lang="en")
     assert sorted(sent[0]) == sorted([dated, second]) and len(sent[1]) == 3
 
 
@@ -131,7 +133,7 @@ def test_int8_export_stays_close(tmp_path, word_tokenizer):
         convert_to_ctranslate2(tmp_path / "model", tmp_path / "i8", quantization="int8"), intra_threads=1
     )
     source_ids = [word_tokenizer(text)["input_ids"] for text in SOURCES]
-    hypotheses = float32.generate_ids(source_ids, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    hypotheses = float32.generate_ids(source_ids, beam_size=1, max_decoding_length=MAX_NEW_TOKENS)
     sources = [[word_tokenizer.convert_ids_to_tokens(i) for i in ids] for ids in source_ids]
     targets = [word_tokenizer.convert_ids_to_tokens(ids) for ids in hypotheses]
     scores = {
@@ -148,7 +150,7 @@ def test_int8_export_stays_close(tmp_path, word_tokenizer):
     mean = sum(differences) / len(differences)
     assert mean < 0.5, f"int8 moved token log-probabilities by {mean:.3f} on average"
     assert max(differences) < 1.5, f"int8 moved a token log-probability by {max(differences):.3f}"
-    int8_hypotheses = int8.generate_ids(source_ids, num_beams=1, max_new_tokens=MAX_NEW_TOKENS)
+    int8_hypotheses = int8.generate_ids(source_ids, beam_size=1, max_decoding_length=MAX_NEW_TOKENS)
     agreement = sum(a == b for a, b in zip(hypotheses, int8_hypotheses, strict=True))
     print(f"int8 greedy outputs identical to float32: {agreement}/{len(SOURCES)}")
 
@@ -190,9 +192,9 @@ def test_inference_module_runs_without_torch(tmp_path, word_tokenizer):
         [
             snippet.replace('"outputs/ct2/multi30k-de-en-int8"', repr(str(exported))),
             "import sys",
-            'print(model.generate(["ein hund"], max_new_tokens=5))',
+            'print(model.generate(["ein hund"], max_decoding_length=5))',
             'texts = ["Ein hund. Zwei katzen.", "Ein hund.", "Zwei katzen."]',
-            "both = model.generate(texts, max_new_tokens=5)",
+            "both = model.generate(texts, max_decoding_length=5)",
             'assert both[0] == f"{both[1]} {both[2]}", both  # split by the sentences file beside it',
             'assert "torch" not in sys.modules, "torch was imported"',
         ]

@@ -29,7 +29,7 @@ from hf_vanilla_transformer.cli import make_parser, parse_recipe_and_args
 from hf_vanilla_transformer.saving import save_model_folder
 from hf_vanilla_transformer.tasks.translation.data import load_parallel_text
 from hf_vanilla_transformer.training import LOSS_LOG_NAME, TRAINING_ARGUMENTS
-from hf_vanilla_transformer.training.setup import prepare_training
+from hf_vanilla_transformer.training.setup import seeded_model
 
 from .script_runner import run_script_file
 from .test_scale_out import accelerate_launch
@@ -68,10 +68,11 @@ def initial_model(data, tmp_path_factory):
     """The weights a run of the recipe starts from, saved: built as train.py builds them (seeded)."""
     folder = tmp_path_factory.mktemp("initial") / "model"
     parser = make_parser(*TRAINING_ARGUMENTS)
-    arguments = parse_recipe_and_args(
+    model_args, data_args, _, training_args = parse_recipe_and_args(
         parser, [*recipe_args(data), "--output_dir", str(folder.parent / "unused")]
     )
-    tokenizer, _, model = prepare_training(*arguments)
+    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    model = seeded_model(model_args, data_args, tokenizer, training_args.seed)
     save_model_folder(model, tokenizer, folder)
     return folder
 

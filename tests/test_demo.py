@@ -260,3 +260,14 @@ def test_translation_tab_translates_a_paragraph_sentence_by_sentence(served):
     text = "Zwei Hunde spielen. Ein Mann liest.\n\nEine Frau singt."
     output = client.predict(text, *settings, api_name="/generate_0")[0]
     assert output == f"{one_by_one[0]} {one_by_one[1]}\n\n{one_by_one[2]}"
+
+
+def test_the_pages_decoding_controls_are_the_decoding_options(model_folders):
+    """The controls build the decoding options translate.py and evaluate_model.py take
+    (`DecodingArguments`): a value outside an option's range is refused in the page, in the option's words."""
+    model = demo.DemoModel.load(demo.ModelSpec(str(model_folders["translation"])))
+    sampling = model.generation_kwargs("sampling", 1, 1.0, 8, 0.7, 0.9)
+    assert sampling == {"num_beams": 1, "do_sample": True, "top_k": 0, "top_p": 0.9, "temperature": 0.7,
+                        "max_length": 9}  # fmt: skip
+    with pytest.raises(demo.DemoInputError, match=r"--temperature must be more than 0, got 0.0"):
+        model.generation_kwargs("sampling", 1, 1.0, 8, 0.0, 0.9)

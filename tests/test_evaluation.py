@@ -152,3 +152,91 @@ def test_evaluation_decodes_in_the_dtype_asked_and_names_its_report_by_it(monkey
     monkeypatch.setattr(torch.version, "hip", None)
     with pytest.raises(UsageError, match="this GPU does not compute in bfloat16; give float16 or float32"):
         EvaluationArguments(model="unused", dtype="bfloat16", device="cuda")
+
+
+def test_a_reports_name_says_its_decoding_as_the_model_cards_quote_it():
+    """Greedy and beam search are named as before (the model cards quote `eval-test-beam6-lp1.4.json`);
+    sampling has a name of its own, with its seed; any other option given is named by its keyword."""
+    from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments, report_path
+
+    def name(generation: dict, **options) -> str:
+        return report_path(
+            EvaluationArguments(model="unused", device="cpu", **options), generation, None
+        ).name
+
+    assert name({"num_beams": 1, "max_new_tokens": None, "do_sample": False}) == "eval-test-greedy.json"
+    beam = {"num_beams": 6, "max_new_tokens": 12, "do_sample": False, "length_penalty": 1.4}
+    assert name(beam) == "eval-test-beam6-lp1.4.json"
+    assert name({**beam, "no_repeat_ngram_size": 3}) == "eval-test-beam6-lp1.4-no_repeat_ngram_size3.json"
+    sampling = {"num_beams": 1, "max_new_tokens": None, "do_sample": True, "top_k": 5}
+    assert name(sampling, do_sample=True, top_k=5, seed=3) == "eval-test-sample-top_k5-seed3.json"
+
+
+def test_evaluation_samples_as_translate_does_reproducibly_by_its_seed(translation_data, tmp_path):
+    """`--do_sample true` (the decoding options translate.py takes): the same seed gives the same predictions,
+    another seed others; the report records the seed and is named by it."""
+    from transformers import AutoTokenizer
+
+    from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+    from hf_vanilla_transformer.evaluation.scoring import EvaluationArguments, evaluate_model
+    from hf_vanilla_transformer.saving import save_model_folder
+    from hf_vanilla_transformer.tasks import DataArguments
+
+    from .conftest import tiny_config
+
+    tokenizer = AutoTokenizer.from_pretrained(translation_data / "tokenizer")
+    torch.manual_seed(0)
+    config = tiny_config(vocab_size=len(tokenizer), max_position_embeddings=64, task="translation")
+    folder = save_model_folder(
+        VanillaTransformerForConditionalGeneration(config), tokenizer, tmp_path / "model"
+    )
+
+    def evaluate(seed: int, output_file: str | None = None) -> dict:
+        arguments = EvaluationArguments(
+            model=str(folder), max_examples=6, batch_size=2, num_beams=1, max_new_tokens=8, do_sample=True,
+            top_k=20, seed=seed, device="cpu", show_examples=0, output_file=output_file,
+        )  # fmt: skip
+        return evaluate_model(
+            arguments, DataArguments(task="translation", dataset=str(translation_data / "data"))
+        )
+
+    first, again, other = evaluate(3), evaluate(3, str(tmp_path / "again.json")), evaluate(4)
+    assert first["output_file"] == str(folder / "eval-test-first6-sample-top_k20-seed3.json")
+    assert first["seed"] == 3 and first["generation"]["do_sample"] is True
+    outputs = [[example["prediction"] for example in report["examples"]] for report in (first, again, other)]
+    assert outputs[0] == outputs[1] != outputs[2]
+
+
+def test_evaluation_cuts_a_source_at_the_length_the_model_was_trained_with(caplog):
+    """Scoring decodes as translate.py does (`generate_texts`): a source longer than the length the model's
+    config records it was trained with is fed to the model as its first tokens and its </s>, and its output
+    is bounded by that length + 50; one warning says so. A model that records none is fed it whole."""
+    import logging
+    import random
+
+    from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
+    from hf_vanilla_transformer.decoding.generation import EXTRA_OUTPUT_TOKENS, generate_texts
+
+    from .conftest import WORDS, make_word_tokenizer, tiny_config
+
+    # A tokenizer of its own: a call that truncates leaves its truncation set on the Rust tokenizer, which the
+    # session's shared one would then carry into the folders other tests save.
+    word_tokenizer = make_word_tokenizer()
+    model = VanillaTransformerForConditionalGeneration(tiny_config(vocab_size=len(word_tokenizer))).eval()
+    fed = []
+    generate = model.generate
+
+    def recording_generate(**kwargs):
+        fed.append((kwargs["input_ids"].tolist(), kwargs["max_length"]))
+        return generate(**kwargs)
+
+    model.generate = recording_generate
+    long = " ".join(random.Random(4).choices(WORDS, k=20))
+    ids = word_tokenizer(long)["input_ids"]
+    generate_texts(model, word_tokenizer, [long], 1, {"num_beams": 1, "do_sample": False})
+    assert fed.pop() == ([ids], 1 + len(ids) + EXTRA_OUTPUT_TOKENS + 1)  # the start token, the forced </s>
+    model.config.max_source_length = 6
+    with caplog.at_level(logging.WARNING):
+        generate_texts(model, word_tokenizer, [long], 1, {"num_beams": 1, "do_sample": False})
+    assert fed.pop() == ([ids[:5] + [word_tokenizer.eos_token_id]], 1 + 6 + EXTRA_OUTPUT_TOKENS + 1)
+    assert "1 input(s) longer than 6 tokens, the longest source the model was trained with" in caplog.text

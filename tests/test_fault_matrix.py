@@ -909,19 +909,15 @@ def cache_cases() -> list:
 
 @pytest.mark.parametrize("command", cache_cases())
 def test_caches_that_cannot_be_used(world, command, tmp_path, monkeypatch):
-    """The libraries' caches (`caches`: datasets', evaluate's modules and metrics) under a path that is a
-    file, as a read-only or mistyped HF_HOME leaves them: a command that needs none runs as it runs with
-    them, one that needs one ends in one line naming it, having changed nothing; the shared inputs never
-    change. The libraries read these settings from their `config` modules when they use them, which is
-    where the case sets them."""
+    """The libraries' caches (`caches`: datasets') under a path that is a file, as a read-only or mistyped
+    HF_HOME leaves them: a command that needs none runs as it runs with them, one that needs one ends in one
+    line naming it, having changed nothing; the shared inputs never change. The libraries read these settings
+    from their `config` modules when they use them, which is where the case sets them."""
     import datasets
-    import evaluate
 
     blocked = tmp_path / "a-file"
     blocked.write_text("not a folder\n", encoding="utf-8")
     settings = [(datasets.config, "HF_DATASETS_CACHE", "datasets")]
-    settings += [(evaluate.config, "HF_MODULES_CACHE", "modules")]
-    settings += [(evaluate.config, "HF_METRICS_CACHE", "metrics")]
     for module, name, folder in settings:
         monkeypatch.setattr(module, name, blocked / folder)
     if command.script == "demo":

@@ -13,7 +13,8 @@ PACKAGE = ROOT / "hf_vanilla_transformer"
 # docs/layout.md's layers, bottom first: a module may import its own part of the package and the layers
 # below its part's, never a layer above, and no import runs in a circle, inside a part or across parts.
 LAYERS = (
-    ("configuration_vanilla_transformer", "errors", "sentences", "_moved", "stopping"),
+    ("validation",),
+    ("configuration_vanilla_transformer", "errors", "sentences", "stopping"),
     (
         "modeling_vanilla_transformer",
         "pipeline_seq2seq",
@@ -24,7 +25,7 @@ LAYERS = (
         "caches",
         "devices",
     ),
-    ("metrics", "saving", "outputs"),
+    ("metrics", "saving", "outputs", "lengths"),
     ("data", "tokenization"),
     ("tasks",),
     ("interop",),

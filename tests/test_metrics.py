@@ -1,9 +1,10 @@
-"""Tests for the local evaluate modules in hf_vanilla_transformer.metrics.
-
-Both metrics are loaded once per module, with the network blocked, through the same helpers that
-training and evaluation code use.
+"""Tests for the tasks' scores: what every task reports (`Task.score`: exact match) and each built-in task's
+own, plain library calls (sacrebleu for translation, the series comparison for series), checked against the
+libraries themselves and against the reports the shipped model cards quote. Scoring never opens a network
+connection.
 """
 
+import json
 import math
 import os
 import socket
@@ -14,17 +15,16 @@ import pytest
 import sacrebleu
 
 from hf_vanilla_transformer.metrics import check_pairs, exact_match
-from hf_vanilla_transformer.tasks.series.series_metrics import SERIES_METRIC_PATH, load_series_metric
+from hf_vanilla_transformer.tasks import Task
+from hf_vanilla_transformer.tasks.series import SeriesTask
+from hf_vanilla_transformer.tasks.translation import TranslationOptions, TranslationTask
 from hf_vanilla_transformer.tasks.translation.tokenized_bleu import (
     paper_tokenize,
     split_compounds,
     tokenized_bleu,
 )
-from hf_vanilla_transformer.tasks.translation.translation_metrics import (
-    TRANSLATION_METRIC_PATH,
-    load_translation_metric,
-)
 
+ROOT = Path(__file__).resolve().parents[1]
 # Detokenised, cased sentences with partial overlaps, so BLEU is neither 0 nor 100.
 HYPOTHESES = [
     "A man in an orange hat is staring at something.",
@@ -54,108 +54,93 @@ SLOW_REFERENCE = "x*((a + c + f)**2 - (b + d + g)**2)**20 + O(x**6)"
 
 
 def _refuse_connection(*args, **kwargs):
-    raise AssertionError(f"a metric tried to open a network connection: {args}")
+    raise AssertionError(f"a score tried to open a network connection: {args}")
 
 
-@pytest.fixture(scope="module")
-def offline(tmp_path_factory):
-    """For the whole module: Hub offline flags set *and* sockets unable to connect.
-
-    Yields a temporary cache directory for evaluate's prediction files.
-    """
-    import evaluate
-
+@pytest.fixture(autouse=True, scope="module")
+def offline():
+    """For the whole module: sockets unable to connect."""
     with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("HF_HUB_OFFLINE", "1")
-        patch.setenv("HF_EVALUATE_OFFLINE", "1")
-        # evaluate reads the variable once, at import; the config attribute is what it consults.
-        patch.setattr(evaluate.config, "HF_EVALUATE_OFFLINE", True)
         patch.setattr(socket.socket, "connect", _refuse_connection)
         patch.setattr(socket.socket, "connect_ex", _refuse_connection)
-        yield str(tmp_path_factory.mktemp("evaluate_cache"))
+        yield
 
 
 @pytest.fixture(scope="module")
-def translation_metric(offline):
-    return load_translation_metric(cache_dir=offline)
+def translation():
+    return TranslationTask()
 
 
 @pytest.fixture(scope="module")
-def series_metric(offline):
-    return load_series_metric(cache_dir=offline)
+def series():
+    return SeriesTask()
 
 
-# An exception inside compute() leaves an evaluate module holding its half-initialised writer
-# (and the input format it guessed), which breaks the next compute() on the same instance. Tests
-# that make compute() raise therefore get their own instance, kept in memory so that it holds no
-# lock on a cache file the shared instances use (evaluate would wait a second for it).
-@pytest.fixture
-def fresh_translation_metric(offline):
-    return load_translation_metric(keep_in_memory=True)
+# ------------------------------------------------------------------------------------ every task's scores
 
 
-@pytest.fixture
-def fresh_series_metric(offline):
-    return load_series_metric(keep_in_memory=True)
+def test_every_task_reports_exact_match_and_adds_its_own_on_top():
+    """`Task.score` is the one place for what every task reports: a task's `task_scores` come on top of it,
+    and the built-in tasks' reports carry it too."""
 
+    class Counting(Task):
+        name = "counting"
 
-def test_metric_paths_are_absolute_script_paths():
-    for path in (TRANSLATION_METRIC_PATH, SERIES_METRIC_PATH):
-        assert isinstance(path, str)  # evaluate.load() needs a str
-        assert Path(path).is_absolute() and Path(path).is_file()
-    assert Path(TRANSLATION_METRIC_PATH).parts[-2:] == ("translation_metrics", "translation_metrics.py")
-    assert Path(SERIES_METRIC_PATH).parts[-2:] == ("series_metrics", "series_metrics.py")
+        def task_scores(self, predictions, references):
+            return {"predicted_characters": sum(map(len, predictions))}
 
-
-def test_loaded_modules_are_ours(translation_metric, series_metric):
-    assert type(translation_metric).__name__ == "TranslationMetrics"
-    assert type(series_metric).__name__ == "SeriesMetrics"
+    predictions, references = ["a", "b ", "c", "x"], ["a", "b", "c", "d"]
+    assert Task().score(predictions, references) == {
+        "exact_match": 0.75,
+        "exact_match_stderr": pytest.approx(math.sqrt(0.75 * 0.25 / 4)),
+    }
+    assert Counting().score(predictions, references) == {
+        **Task().score(predictions, references),
+        "predicted_characters": 5,
+    }
+    assert TranslationTask().score(REFERENCES, REFERENCES)["exact_match"] == 1.0
+    assert TranslationTask().score(HYPOTHESES, REFERENCES)["exact_match"] == 0.0
+    scored = SeriesTask().score([SERIES, SERIES_REWRITTEN], [SERIES, SERIES])
+    assert (scored["exact_match"], scored["symbolic_match"]) == (0.5, 1.0)
 
 
 # --------------------------------------------------------------------------------------- BLEU/chrF
 
 
-def test_bleu_equals_sacrebleu_corpus_bleu(translation_metric):
-    result = translation_metric.compute(predictions=HYPOTHESES, references=REFERENCES)
+def test_bleu_equals_sacrebleu_corpus_bleu(translation):
+    result = translation.score(HYPOTHESES, REFERENCES)
     expected = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES])
-    assert 0 < result["score"] < 100
-    assert result["score"] == pytest.approx(expected.score)
-    assert result["bp"] == pytest.approx(expected.bp)
-    assert result["precisions"] == pytest.approx(expected.precisions)
+    assert 0 < result["bleu"] < 100
+    assert result["bleu"] == expected.score
 
 
-def test_bleu_with_several_references_per_segment(translation_metric):
-    per_segment = [list(pair) for pair in zip(REFERENCES, SECOND_REFERENCES, strict=True)]
-    result = translation_metric.compute(predictions=HYPOTHESES, references=per_segment)
-    expected = sacrebleu.corpus_bleu(HYPOTHESES, [REFERENCES, SECOND_REFERENCES])
-    assert result["score"] == pytest.approx(expected.score)
-    assert result["signature"].startswith("nrefs:2|")
-
-
-def test_perfect_prediction_scores_100(translation_metric):
-    result = translation_metric.compute(predictions=REFERENCES, references=REFERENCES)
-    assert result["score"] == pytest.approx(100.0)
+def test_perfect_prediction_scores_100(translation):
+    result = translation.score(REFERENCES, REFERENCES)
+    assert result["bleu"] == pytest.approx(100.0)
     assert result["chrf"] == pytest.approx(100.0)
 
 
-def test_signature_and_chrf_are_reported(translation_metric):
-    result = translation_metric.compute(predictions=HYPOTHESES, references=REFERENCES)
+def test_signature_and_chrf_are_reported(translation):
+    result = translation.score(HYPOTHESES, REFERENCES)
     assert (
-        result["signature"] == f"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
+        result["bleu_signature"]
+        == f"nrefs:1|case:mixed|eff:no|tok:13a|smooth:exp|version:{sacrebleu.__version__}"
     )
-    assert result["chrf"] == pytest.approx(sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score)
+    assert result["chrf"] == sacrebleu.corpus_chrf(HYPOTHESES, [REFERENCES]).score
     assert result["chrf_signature"].startswith("nrefs:1|case:mixed|eff:yes|nc:6|nw:0|")
 
 
-def test_lowercase_bleu_differs_on_cased_input(translation_metric):
+def test_lowercase_bleu_in_reports_differs_on_cased_input(translation):
     shouted = [sentence.upper() for sentence in HYPOTHESES]
-    cased = translation_metric.compute(predictions=shouted, references=REFERENCES)
-    lowercased = translation_metric.compute(predictions=shouted, references=REFERENCES, lowercase=True)
-    assert lowercased["score"] > cased["score"]
-    assert lowercased["score"] == pytest.approx(
-        sacrebleu.corpus_bleu(shouted, [REFERENCES], lowercase=True).score
+    cased = translation.score(shouted, REFERENCES)
+    details, sections = translation.report_details(
+        HYPOTHESES, shouted, REFERENCES, None, TranslationOptions()
     )
-    assert "|case:lc|" in lowercased["signature"]
+    assert details["bleu_lowercase"] > cased["bleu"]
+    assert details["bleu_lowercase"] == sacrebleu.corpus_bleu(shouted, [REFERENCES], lowercase=True).score
+    assert "|case:lc|" in details["bleu_lowercase_signature"]
+    assert details["bleu_paper_tokenized"] == tokenized_bleu(shouted, REFERENCES, "en")["score"]
+    assert sections == {}
 
 
 def test_paper_tokenization_is_moses_then_compound_splitting():
@@ -206,44 +191,37 @@ def test_the_shared_checks_every_metric_and_report_uses():
     assert exact_match(" x + O(x**6) ", "x + O(x**6)") and not exact_match("x + O(x**6)", "O(x**6) + x")
 
 
-def test_translation_length_mismatch_names_both_lengths(fresh_translation_metric):
-    with pytest.raises(ValueError, match=r"\(3\).*\(2\)"):
-        fresh_translation_metric.compute(predictions=HYPOTHESES, references=REFERENCES[:2])
-
-
-def test_uneven_reference_counts_are_rejected(fresh_translation_metric):
-    with pytest.raises(ValueError, match="same number of references"):
-        fresh_translation_metric.compute(
-            predictions=HYPOTHESES[:2], references=[[REFERENCES[0]], [REFERENCES[1], SECOND_REFERENCES[1]]]
-        )
+def test_translation_length_mismatch_names_both_lengths(translation):
+    with pytest.raises(ValueError, match="got 3 predictions but 2 references"):
+        translation.score(HYPOTHESES, REFERENCES[:2])
 
 
 # ------------------------------------------------------------------------------------------ series
 
 
-def _score_one(series_metric, prediction, reference, **kwargs):
-    return series_metric.compute(predictions=[prediction], references=[reference], **kwargs)
+def _score_one(series, prediction, reference):
+    return series.score([prediction], [reference])
 
 
-def test_series_exact_match_ignores_surrounding_whitespace(series_metric):
-    result = _score_one(series_metric, f"  {SERIES}\n", SERIES)
+def test_series_exact_match_ignores_surrounding_whitespace(series):
+    result = _score_one(series, f"  {SERIES}\n", SERIES)
     assert (result["exact_match"], result["symbolic_match"], result["parse_rate"]) == (1.0, 1.0, 1.0)
     assert (result["n"], result["timeouts"]) == (1, 0)
 
 
-def test_rewritten_series_is_equivalent_but_not_exact(series_metric):
-    result = _score_one(series_metric, SERIES_REWRITTEN, SERIES)
+def test_rewritten_series_is_equivalent_but_not_exact(series):
+    result = _score_one(series, SERIES_REWRITTEN, SERIES)
     assert result["exact_match"] == 0.0
     assert result["symbolic_match"] == 1.0
     assert result["parse_rate"] == 1.0
 
 
-def test_wrong_series_is_not_equivalent(series_metric):
-    result = _score_one(series_metric, SERIES_WRONG, SERIES)
+def test_wrong_series_is_not_equivalent(series):
+    result = _score_one(series, SERIES_WRONG, SERIES)
     assert (result["exact_match"], result["symbolic_match"], result["parse_rate"]) == (0.0, 0.0, 1.0)
 
 
-def test_term_match_separates_wrong_coefficients_from_wrong_terms(series_metric):
+def test_term_match_separates_wrong_coefficients_from_wrong_terms(series):
     # SERIES_WRONG only flips a coefficient's sign; the second drops the x**2*b term; the third adds
     # a term whose coefficient is 0 once expanded (so it is no term at all); the last does not parse.
     predictions = [
@@ -252,12 +230,12 @@ def test_term_match_separates_wrong_coefficients_from_wrong_terms(series_metric)
         "1 + x*(a*c/g + 2*a + d - d) + x**2*(-a**2/2 + b) + O(x**6)",
         "x**(",
     ]
-    result = series_metric.compute(predictions=predictions, references=[SERIES] * 4)
+    result = series.score(predictions, [SERIES] * 4)
     assert (result["symbolic_match"], result["term_match"]) == (0.25, 0.5)
     assert result["term_match_stderr"] == pytest.approx(math.sqrt(0.5 * 0.5 / 4))
 
 
-def test_unparsable_predictions_fail_to_parse_without_running_anything(series_metric, tmp_path):
+def test_unparsable_predictions_fail_to_parse_without_running_anything(series, tmp_path):
     marker = tmp_path / "executed"
     attacks = [
         "x**(",
@@ -266,14 +244,14 @@ def test_unparsable_predictions_fail_to_parse_without_running_anything(series_me
         "().__class__.__bases__[0].__subclasses__()",
         "x + y",  # an unknown symbol is not a series of this data set
     ]
-    result = series_metric.compute(predictions=attacks, references=[SERIES] * len(attacks))
+    result = series.score(attacks, [SERIES] * len(attacks))
     assert result["parse_rate"] == 0.0
     assert result["symbolic_match"] == 0.0
     assert not marker.exists()
 
 
-def test_metric_parses_with_the_series_grammar(series_metric):
-    """The metric parses with the package's one series grammar: integers only, the data set's symbols, no
+def test_series_scores_parse_with_the_series_grammar(series):
+    """The scores parse with the package's one series grammar: integers only, the data set's symbols, no
     code."""
     from hf_vanilla_transformer.tasks.series import equivalence, grammar
 
@@ -281,23 +259,23 @@ def test_metric_parses_with_the_series_grammar(series_metric):
     for text in ("__import__('os')", "x.__class__", "lambda: 0", "[x]", "1j*x", "x**(", "9**9**9*x", "0.5*x"):
         with pytest.raises(grammar.SeriesParseError):
             grammar.parse_series(text)
-    result = series_metric.compute(predictions=["0.5*x + O(x**6)"], references=["x/2 + O(x**6)"])
+    result = series.score(["0.5*x + O(x**6)"], ["x/2 + O(x**6)"])
     assert (result["parse_rate"], result["symbolic_match"]) == (0.0, 0.0)
 
 
-def test_unparsable_reference_raises_with_its_index(fresh_series_metric):
+def test_unparsable_reference_raises_with_its_index(series):
     with pytest.raises(ValueError, match=r"references\[1\]"):
-        fresh_series_metric.compute(predictions=[SERIES, SERIES], references=[SERIES, "x +"])
+        series.score([SERIES, SERIES], [SERIES, "x +"])
 
 
-def test_series_length_mismatch_names_both_lengths(fresh_series_metric):
-    with pytest.raises(ValueError, match=r"\(2\).*\(1\)"):
-        fresh_series_metric.compute(predictions=[SERIES, SERIES], references=[SERIES])
+def test_series_length_mismatch_names_both_lengths(series):
+    with pytest.raises(ValueError, match="got 2 predictions but 1 references"):
+        series.score([SERIES, SERIES], [SERIES])
 
 
-def test_standard_errors_are_binomial(series_metric):
+def test_standard_errors_are_binomial(series):
     predictions = [SERIES, SERIES_REWRITTEN, SERIES_WRONG, "x**("]
-    result = series_metric.compute(predictions=predictions, references=[SERIES] * 4)
+    result = series.score(predictions, [SERIES] * 4)
     n = result["n"]
     assert (result["exact_match"], result["symbolic_match"], result["parse_rate"]) == (0.25, 0.5, 0.75)
     for name in ("exact_match", "symbolic_match", "parse_rate"):
@@ -305,21 +283,22 @@ def test_standard_errors_are_binomial(series_metric):
         assert result[f"{name}_stderr"] == pytest.approx(math.sqrt(p * (1 - p) / n))
 
 
-def test_tutorial_accuracy_error_bar(series_metric):
+def test_tutorial_accuracy_error_bar(series):
     # The tutorial's "0.868 ± 0.017 on 400 examples": the ± is sqrt(p (1 - p) / n), both for
     # 0.868 itself and for the nearest reachable count, 347 of 400 (0.8675).
     n, right = 400, 347
     predictions = ["x + O(x**6)"] * right + ["2*x + O(x**6)"] * (n - right)
-    result = series_metric.compute(predictions=predictions, references=["x + O(x**6)"] * n)
+    result = series.score(predictions, ["x + O(x**6)"] * n)
     assert result["symbolic_match"] == pytest.approx(right / n)
     assert round(result["symbolic_match_stderr"], 3) == 0.017
     assert round(math.sqrt(0.868 * (1 - 0.868) / n), 3) == 0.017
 
 
-def test_pathological_pair_times_out_and_the_next_pair_still_runs(series_metric):
+def test_pathological_pair_times_out_and_the_next_pair_still_runs(series, monkeypatch):
     predictions = [SERIES, SLOW_PREDICTION, SERIES_REWRITTEN]
     references = [SERIES, SLOW_REFERENCE, SERIES]
-    result = series_metric.compute(predictions=predictions, references=references, timeout=1.0)
+    monkeypatch.setattr(series, "equivalence_timeout", 1.0)
+    result = series.score(predictions, references)
     assert result["timeouts"] == 1
     # The timed-out pair parsed but is not credited as equivalent; the pair after it is scored by a fresh
     # worker.
@@ -327,9 +306,10 @@ def test_pathological_pair_times_out_and_the_next_pair_still_runs(series_metric)
     assert result["parse_rate"] == 1.0
 
 
-def test_non_positive_timeout_is_rejected(fresh_series_metric):
-    with pytest.raises(ValueError, match="timeout must be a positive"):
-        _score_one(fresh_series_metric, SERIES, SERIES, timeout=0)
+def test_non_positive_timeout_is_rejected(series, monkeypatch):
+    monkeypatch.setattr(series, "equivalence_timeout", 0)
+    with pytest.raises(ValueError, match=r"timeout \(seconds\) must be more than 0, got 0"):
+        _score_one(series, SERIES, SERIES)
 
 
 def _child_pids() -> list[int]:
@@ -346,8 +326,44 @@ def _child_pids() -> list[int]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc")
-def test_worker_processes_are_not_left_behind(series_metric):
+def test_worker_processes_are_not_left_behind(series, monkeypatch):
     before = _child_pids()
-    _score_one(series_metric, SERIES, SERIES)
-    _score_one(series_metric, SLOW_PREDICTION, SLOW_REFERENCE, timeout=0.5)
+    _score_one(series, SERIES, SERIES)
+    monkeypatch.setattr(series, "equivalence_timeout", 0.5)
+    _score_one(series, SLOW_PREDICTION, SLOW_REFERENCE)
     assert _child_pids() == before
+
+
+# ------------------------------------------------------------------------------------ the shipped reports
+
+
+def _shipped_report(path: Path):
+    # Scoring a series report compares 2,000 pairs in sympy: seconds, not the default suite's milliseconds.
+    series_report = path.parent.name == "vanilla-transformer-series"
+    return pytest.param(
+        path, id=f"{path.parent.name}/{path.name}", marks=[pytest.mark.slow] if series_report else []
+    )
+
+
+@pytest.mark.parametrize(
+    "path", [_shipped_report(path) for path in sorted(ROOT.glob("model_cards/*/eval-*.json"))]
+)
+def test_shipped_reports_come_out_of_the_scores_unchanged(path):
+    """The figures the model cards quote (sacreBLEU 39.96, chrF, lowercased and tokenized BLEU; the series
+    model's exact and symbolic match) are what the tasks' scores give, to the last bit, for the predictions
+    their reports hold; every task's scores add exact match to a translation report, and nothing else."""
+    from dataclasses import fields
+
+    from hf_vanilla_transformer.tasks.registry import get_task
+
+    report = json.loads(path.read_text(encoding="utf-8"))
+    task = get_task(report["data"]["task"])
+    options = task.options(**{option.name: report["data"][option.name] for option in fields(task.options)})
+    texts = {
+        key: [example[key] for example in report["examples"]] for key in ("source", "prediction", "reference")
+    }
+    scores = task.score(texts["prediction"], texts["reference"])
+    details, _ = task.report_details(texts["source"], texts["prediction"], texts["reference"], None, options)
+    scores.update(details)
+    assert {name: scores[name] for name in report["metrics"]} == report["metrics"]
+    assert set(scores) - set(report["metrics"]) <= {"exact_match", "exact_match_stderr"}

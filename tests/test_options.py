@@ -1,6 +1,6 @@
-"""An option's range and choices live on its dataclass field (`options.Options`): each kind of range reads as
-written, a dataclass built by library code refuses a bad value as the command line does, and `--help` shows
-the range."""
+"""An option's range and choices live on its dataclass field (`options.Options`): a dataclass built by library
+code refuses a bad value as the command line does, and `--help` shows the range. Each kind of range, and that
+the configuration checks its fields with the same validators: tests/test_validation.py."""
 
 from dataclasses import dataclass, field
 
@@ -8,32 +8,7 @@ import pytest
 
 from hf_vanilla_transformer.cli import make_parser, parse_dataclasses
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.options import Options, check_value, describe_range, in_range
-
-
-@pytest.mark.parametrize(
-    ("spec", "inside", "outside"),
-    [
-        (">= 1", [1, 2, 10**9], [0, -1, 0.5]),
-        (">= 0", [0, 0.0, 3], [-1, -1e-9]),
-        ("> 0", [1e-9, 1, 2.5], [0, 0.0, -3]),
-        ("[0, 1)", [0, 0.5, 0.999], [1, -0.1, 2]),
-        ("(0, 1]", [1e-9, 0.5, 1], [0, 1.01]),
-        ("(0, 1)", [0.5], [0, 1]),
-        ("[0, 1]", [0, 1], [-0.01, 1.01]),
-        ("[1, 65535]", [1, 8080, 65535], [0, 65536]),
-        ("any", [-(10**9), -1, 0, 1e9], []),
-    ],
-)
-def test_each_kind_of_range_holds_what_it_says(spec, inside, outside):
-    assert all(in_range(value, spec) for value in inside), [v for v in inside if not in_range(v, spec)]
-    assert not any(in_range(value, spec) for value in outside), [v for v in outside if in_range(v, spec)]
-
-
-def test_a_range_reads_as_an_error_or_a_help_text_says_it():
-    assert describe_range(">= 1") == "at least 1"
-    assert describe_range("> 0") == "more than 0"
-    assert describe_range("[0, 1)") == "in [0, 1)"
+from hf_vanilla_transformer.options import Options, check_value
 
 
 @dataclass

@@ -486,3 +486,31 @@ def test_a_third_built_in_task_is_one_folder_under_tasks(tmp_path):
         capture_output=True, text=True, env=env, cwd=tmp_path,
     )  # fmt: skip
     assert helped.returncode == 0 and "--max_number" in helped.stdout, helped.stderr
+
+
+def test_a_task_with_the_scoring_hooks_of_before_1_0_is_refused_as_it_registers():
+    """A task that still defines `load_metric`, or takes a `metric` in `score` or `report_details`, would be
+    ignored or fail after a run's first validation: refused as it registers, naming the hooks and the fix."""
+    from hf_vanilla_transformer.tasks import Task, register_task
+
+    class Old(Task):
+        name = "old_scoring"
+
+        def load_metric(self):
+            return None
+
+        def score(self, metric, predictions, references):
+            return {}
+
+    with pytest.raises(UsageError, match=r"Old defines load_metric, score as tasks did before .*task_scores"):
+        register_task(Old)
+    assert "old_scoring" not in registry._TASKS
+
+    class Today(Task):
+        name = "today_scoring"
+
+        def task_scores(self, predictions, references):
+            return {"length": sum(map(len, predictions))}
+
+    register_task(Today)
+    assert registry._TASKS.pop("today_scoring").score(["ab"], ["ab"])["length"] == 2

@@ -20,7 +20,7 @@ from pathlib import Path
 import datasets
 import pytest
 
-from hf_vanilla_transformer.decoding import translating
+from hf_vanilla_transformer.decoding import lines as input_lines
 from hf_vanilla_transformer.errors import CorruptFileError, MissingPathError, UsageError, UserError
 from hf_vanilla_transformer.readers import count_text_lines, iter_stream_lines, iter_text_lines, read_json
 from hf_vanilla_transformer.tasks.translation.data import load_parallel_text, load_translation_dataset
@@ -54,8 +54,8 @@ def _zip(data: bytes) -> bytes:
 def _translate_input(path: Path) -> list[str]:
     """scripts/translate.py --input: counted (and checked) before the model loads, then read a window at a
     time."""
-    count = translating.count_lines(path)
-    lines = list(translating.read_lines([path]))
+    count = input_lines.count_lines(path)
+    lines = list(input_lines.read_lines([path]))
     assert count == len(lines)
     return lines
 
@@ -511,7 +511,7 @@ def test_a_fifo_is_read_once_as_a_stream(tmp_path):
     with fed_fifo(tmp_path / "plain", TEXT) as fifo:
         assert list(iter_text_lines(fifo)) == LINES
     with fed_fifo(tmp_path / "gzipped", gzip.compress(TEXT, mtime=0)) as fifo:
-        assert list(translating.read_lines([fifo])) == LINES
+        assert list(input_lines.read_lines([fifo])) == LINES
     with fed_fifo(tmp_path / "card", READABLE["byte-order mark and CRLF"]) as fifo:
         assert read_text(fifo) == TEXT.decode("utf-8")
     with fed_fifo(tmp_path / "overrides.json", bz2.compress(b'{"dropout": 0.0}')) as fifo:

@@ -119,6 +119,7 @@ def _options_given(name: str, other_inputs) -> list:
         "split_punctuation": ["--split_punctuation", "true"],
         "max_source_length": ["--max_source_length", "64"],
         "max_target_length": ["--max_target_length", "64"],
+        "long_pairs": ["--long_pairs", "truncate"],
         "max_train_examples": ["--max_train_examples", "100"],
         "streaming": ["--streaming", "true"],
         "preset": ["--preset", "transformer-small"],
@@ -143,7 +144,7 @@ CASES = [
     *("max_tokens batch_order batch_size_multiple seed gradient_accumulation_steps ignore_data_skip "
       "average_tokens_across_devices lr_scheduler_type lr_scheduler_kwargs warmup_steps decay_by_clock "
       "max_grad_norm optim optim_args label_smoothing_factor neftune_noise_alpha source_lang target_lang "
-      "split_punctuation max_source_length max_target_length max_train_examples streaming preset "
+      "split_punctuation max_source_length max_target_length long_pairs max_train_examples streaming preset "
       "config_overrides tokenizer dataset").split(),
     *RECORDED_OTHERWISE,
     "model_config",
@@ -356,6 +357,23 @@ def test_a_checkpoint_of_an_earlier_version_resumes_as_before_saying_it_is_unche
     assert f"{out / 'checkpoint-4'} holds no {CONTRACT_NAME} (saved by an earlier version)" in result.stderr
     assert "cannot be checked; resuming unchecked" in result.stderr
     assert (out / "final" / "config.json").is_file()
+
+
+def test_a_record_from_before_long_pairs_resumes_with_its_default_and_refuses_another(
+    run, translation_data, tmp_path
+):
+    """A checkpoint recorded before `--long_pairs` existed trained as `drop` does: resumed with the default it
+    goes on without a word; with `truncate` (other pairs) it is refused, naming the option and both values."""
+    checkpoint = _copy_checkpoint(run, tmp_path)
+    _edit_record(checkpoint, lambda record: record["options"].pop("long_pairs"))
+    resume = ["--resume_from_checkpoint", checkpoint]
+    line = _refusal(_train(translation_data, checkpoint.parent, *resume, "--long_pairs", "truncate"))
+    assert line.startswith(f"error: --long_pairs was drop in {checkpoint}, now truncate: "), line
+    result = _train(translation_data, checkpoint.parent, *resume)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert "Resuming with" not in result.stderr and "is not exact" not in result.stderr
+    assert _record(tmp_path / "run" / "checkpoint-4")["options"]["long_pairs"] == "drop"
+    assert (checkpoint.parent / "final" / "config.json").is_file()
 
 
 def test_a_streamed_run_resumed_without_streaming_or_another_buffer_is_refused(

@@ -134,7 +134,7 @@ def test_every_documented_command_uses_options_its_script_has(monkeypatch):
     assert not wrong, "documented options the scripts do not have:\n" + "\n".join(wrong)
 
 
-# A value just outside each kind of range a field's metadata gives (`options.in_range`).
+# A value just outside each kind of range a field's metadata gives (`validation.in_range`).
 OUTSIDE = {">= 1": "0", ">= 0": "-1", "> 0": "0", "[0, 1)": "1", "[0, 1]": "2", "(0, 1)": "0", "(0, 1]": "0"}
 OUTSIDE["[1, 65535]"] = "0"
 
@@ -205,7 +205,8 @@ NOT_PATHS = {
     "allow_changed_options", "arm", "attn_implementation", "backend", "batch_order", "checks", "compute_type",
     "dataset_config",
     "device", "dtype", "example",
-    "fairseq_arm", "fairseq_linear_arm", "host", "label", "lr_scheduler_type", "metric_for_best_model",
+    "fairseq_arm", "fairseq_linear_arm", "host", "label", "long_pairs", "lr_scheduler_type",
+    "metric_for_best_model",
     "mixed_precision", "preset", "presets", "profile", "quantization", "repo_id", "shapes", "source_lang",
     "split", "stages", "symbols", "target", "target_lang", "task", "text", "token",
 }  # fmt: skip

@@ -499,11 +499,11 @@ def test_bad_arguments_name_the_value(tmp_path):
         generate_series_dataset(tmp_path / "out", num_examples=0)
     with pytest.raises(ValueError, match="test_size=2000"):
         generate_series_dataset(tmp_path / "out", num_examples=100, test_size=2000)
-    with pytest.raises(ValueError, match="num_examples=2.5"):
+    with pytest.raises(ValueError, match="num_examples must be a positive integer, got 2.5"):
         generate_series_dataset(tmp_path / "out", num_examples=2.5)
-    with pytest.raises(ValueError, match="num_proc=0"):
+    with pytest.raises(ValueError, match="num_proc must be a positive integer, got 0"):
         generate_examples(10, num_proc=0)
-    with pytest.raises(ValueError, match="timeout=-1"):
+    with pytest.raises(ValueError, match="timeout must be more than 0, got -1"):
         generate_examples(10, timeout=-1)
     with pytest.raises(ValueError, match="validation_size=3"):
         split_examples([("a", "b")] * 5, test_size=2, validation_size=3)

@@ -89,6 +89,8 @@ def test_trainer_script_trains_evaluates_and_saves(trained_run):
     assert model.config.vocab_size == 400
     assert model.config.task == "translation"  # recorded for the tools that refuse a model of another task
     assert model.config.langs == ["de", "en"]  # recorded for the pipeline's sentence rules
+    # The lengths it was trained with (--max_source_length 96): decoding cuts a longer source there.
+    assert (model.config.max_source_length, model.config.max_target_length) == (96, 96)
     assert (trained_run / "final" / "tokenizer.json").exists()
     assert (trained_run / "final" / "pipeline_seq2seq.py").exists()
     assert (trained_run / "final" / "sentences.py").exists()  # which the pipeline imports
@@ -355,3 +357,28 @@ def test_evaluating_a_shipped_folder_writes_nothing_into_it_and_overwrites_nothi
     assert report.read_text() == "kept"
     _run([sys.executable, script, *options, "--overwrite"], cwd=tmp_path)
     assert json.loads(report.read_text())["num_examples"] == 3
+
+
+def test_the_profiles_trainer_is_made_by_run_trainings_steps_in_its_order():
+    """`benchmarks.training_profile.recipe_trainer` repeats `run_training`'s steps up to the Trainer (it must
+    not train or save): the same step calls, in the same order, so that a step added to one is not missed by
+    the other."""
+    import ast
+    import inspect
+
+    import benchmarks.training_profile as profile
+    from hf_vanilla_transformer.training import run, setup
+
+    steps = {name for name, value in vars(setup).items() if inspect.isfunction(value)} | {"make_trainer"}
+
+    def step_calls(function) -> list[str]:
+        found = []
+        for node in ast.walk(ast.parse(inspect.getsource(function))):
+            name = getattr(getattr(node, "func", None), "id", None)
+            if isinstance(node, ast.Call) and name in steps:
+                found.append((node.lineno, node.col_offset, name))
+        return [name for *_, name in sorted(found)]
+
+    ours = step_calls(run.run_training)
+    assert "check_trainer_options" in ours and "seeded_model" in ours
+    assert step_calls(profile.recipe_trainer) == ours[: ours.index("make_trainer") + 1]

@@ -584,5 +584,29 @@ def test_lengths_beyond_the_models_positions_are_refused_before_training():
 
     config = tiny_config()  # 256 positions
     check_lengths_fit(DataArguments(max_source_length=256, max_target_length=200), config)
-    with pytest.raises(ValueError, match=r"max_target_length 300 .* max_position_embeddings=256"):
+    with pytest.raises(
+        ValueError,
+        match=r"--max_target_length 300 is more than 256, the model's max_position_embeddings: give "
+        r"--max_target_length 256 or less, or build the model with more positions \(--config_overrides",
+    ):
         check_lengths_fit(DataArguments(max_source_length=100, max_target_length=300), config)
+
+
+def test_a_model_records_the_lengths_it_was_trained_with(tmp_path):
+    """Training records its data's lengths in the model's configuration (`DataArguments.record_in`, beside
+    the task and the languages): saved and loaded with it, decoding reads them. A configuration saved before,
+    without them, loads with none recorded."""
+    from hf_vanilla_transformer import VanillaTransformerConfig
+    from hf_vanilla_transformer.tasks import DataArguments
+
+    config = tiny_config()
+    assert (config.max_source_length, config.max_target_length) == (None, None)  # not recorded
+    DataArguments(task="translation", max_source_length=50, max_target_length=70).record_in(config)
+    config.save_pretrained(tmp_path / "model")
+    loaded = VanillaTransformerConfig.from_pretrained(tmp_path / "model")
+    assert (loaded.max_source_length, loaded.max_target_length, loaded.task) == (50, 70, "translation")
+    saved = json.loads((tmp_path / "model" / "config.json").read_text())
+    del saved["max_source_length"], saved["max_target_length"]
+    (tmp_path / "model" / "config.json").write_text(json.dumps(saved))
+    earlier = VanillaTransformerConfig.from_pretrained(tmp_path / "model")
+    assert (earlier.max_source_length, earlier.max_target_length) == (None, None)

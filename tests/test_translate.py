@@ -10,14 +10,18 @@ import io
 import random
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import pytest
 import torch
 
 from hf_vanilla_transformer import VanillaTransformerForConditionalGeneration
-from hf_vanilla_transformer.decoding import translating
+from hf_vanilla_transformer.decoding import backends, translating, windows
+from hf_vanilla_transformer.decoding.arguments import TranslateArguments
 from hf_vanilla_transformer.decoding.generation import EXTRA_OUTPUT_TOKENS
-from hf_vanilla_transformer.decoding.translating import RECORD_SUFFIX, translate_lines
+from hf_vanilla_transformer.decoding.lines import line_windows
+from hf_vanilla_transformer.decoding.record import RECORD_SUFFIX
+from hf_vanilla_transformer.decoding.windows import translate_lines
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
 
@@ -42,6 +46,29 @@ def model_folder(tmp_path_factory):
     folder = tmp_path_factory.mktemp("translate") / "model"
     save_model_folder(VanillaTransformerForConditionalGeneration(config).eval(), tokenizer, folder)
     return folder
+
+
+# The source length the model of `trained_limit_folder` records it was trained with: far below its positions.
+TRAINED_SOURCE = 8
+
+
+@pytest.fixture(scope="module")
+def trained_limit_folder(tmp_path_factory):
+    """`model_folder`'s model (the same weights), recording that it was trained on sources of at most
+    `TRAINED_SOURCE` tokens, as training records it."""
+    tokenizer = make_word_tokenizer()
+    torch.manual_seed(0)
+    config = tiny_config(
+        vocab_size=len(tokenizer), max_position_embeddings=POSITIONS, langs=["de", "en"], task="translation"
+    )
+    config.max_source_length, config.max_target_length = TRAINED_SOURCE, 12
+    folder = tmp_path_factory.mktemp("trained-limit") / "model"
+    save_model_folder(VanillaTransformerForConditionalGeneration(config).eval(), tokenizer, folder)
+    return folder
+
+
+def _words(count: int, seed: int) -> str:
+    return " ".join(random.Random(seed).choices(WORDS, k=count))
 
 
 def _lines(count: int, seed: int = 0) -> list[str]:
@@ -131,8 +158,8 @@ def test_no_more_than_a_window_of_lines_is_held():
         sizes = [len(text.split()) for text in batch]
         assert len(batch) <= 5 and sizes == sorted(sizes, reverse=True)
     # Continued after line 21, windows still end at multiples of 16: the rest is cut as it was.
-    windows = list(translating.line_windows(iter(lines[21:]), 21, 16))
-    assert [(start, len(chunk)) for start, chunk in windows[:3]] == [(21, 11), (32, 16), (48, 16)]
+    cut = list(line_windows(iter(lines[21:]), 21, 16))
+    assert [(start, len(chunk)) for start, chunk in cut[:3]] == [(21, 11), (32, 16), (48, 16)]
 
 
 def test_an_interrupted_output_is_continued_to_what_an_uninterrupted_run_writes(
@@ -147,7 +174,7 @@ def test_an_interrupted_output_is_continued_to_what_an_uninterrupted_run_writes(
 
     # Ctrl-C in the third window: two windows are written, and the record says what they translate.
     output, record = tmp_path / "out.txt", tmp_path / f"out.txt{RECORD_SUFFIX}"
-    decode, calls = translating.TransformersBackend.decode, []
+    decode, calls = backends.TransformersBackend.decode, []
 
     def interrupted(self, texts):
         calls.append(len(texts))
@@ -155,7 +182,7 @@ def test_an_interrupted_output_is_continued_to_what_an_uninterrupted_run_writes(
             raise KeyboardInterrupt
         return decode(self, texts)
 
-    monkeypatch.setattr(translating.TransformersBackend, "decode", interrupted)
+    monkeypatch.setattr(backends.TransformersBackend, "decode", interrupted)
     result = _translate(tmp_path, *common, "--output", output, "--batch_size", "1", check=False)
     monkeypatch.undo()
     assert result.returncode == 130 and record.is_file()
@@ -242,6 +269,21 @@ def test_standard_input_to_standard_output(model_folder, tmp_path, monkeypatch):
     assert len(result.stdout.splitlines()) == len(lines)
 
 
+@pytest.mark.parametrize("device", ["cpu", "cuda:1"])
+def test_one_process_decodes_on_the_device_given(device):
+    """Alone, the process is the one process on the device asked for, another GPU than the first included (a
+    torch.device is only a name until something is put on it), and accelerate's process-wide state is left
+    unmade: its first maker fixes its device for all that follows in the process, a training run too."""
+    from accelerate import PartialState
+
+    PartialState._reset_state()
+    state, chosen = translating._processes(torch.device(device))
+    assert (state.num_processes, state.is_main_process) == (1, True) and chosen == torch.device(device)
+    backend = SimpleNamespace(lengths=lambda texts: [len(text) for text in texts], decode=lambda texts: texts)
+    assert windows.translate_lines(["a", "", "b c"], backend, lambda outputs: None, 2, 2, state=state) == 3
+    assert not PartialState._shared_state
+
+
 def test_two_processes_write_what_one_writes(model_folder, tmp_path):
     """Under `accelerate launch` on two CPU processes (gloo), each decoding every other batch of each window,
     the main process writes the output one process writes, byte for byte."""
@@ -254,29 +296,22 @@ def test_two_processes_write_what_one_writes(model_folder, tmp_path):
     assert not (tmp_path / f"two.txt{RECORD_SUFFIX}").exists()
 
 
-class _Gathering(translating.Processes):
-    """One of two processes, run alone: what it would hand to the others is kept."""
-
-    def all_gather(self, items):
-        self.items = items
-        return items
-
-
-def test_each_process_samples_its_share_as_one_process_would(model_folder):
+def test_each_process_samples_its_share_as_one_process_would(model_folder, monkeypatch):
     """Sampling, seeded by each batch's place in the input: the two halves of the batches, decoded by two
     processes, are what one process decodes, whichever process draws them."""
     from hf_vanilla_transformer.saving import load_model_folder
 
     model, tokenizer = load_model_folder(model_folder)
     generation = {"num_beams": 1, "max_new_tokens": None, "do_sample": True, "top_k": 5}
-    backend = translating.TransformersBackend(model, tokenizer, generation)
+    backend = backends.TransformersBackend(model, tokenizer, generation)
     lines = _lines(12, seed=7)
-    translate = functools.partial(translating.translate_window, lines, backend, 2, seed=11, first_line=24)
+    translate = functools.partial(windows.translate_window, lines, backend, 2, seed=11, first_line=24)
     one = translate()
-    processes = [_Gathering(rank, 2) for rank in (0, 1)]
-    for process in processes:
-        translate(processes=process)
-    shares = [dict(process.items) for process in processes]
+    shares = []
+    # Each of two processes, run alone: what it would hand to the other is kept.
+    monkeypatch.setattr(windows, "gather_object", lambda items: shares.append(dict(items)) or items)
+    for rank in (0, 1):
+        translate(state=SimpleNamespace(process_index=rank, num_processes=2))
     assert shares[0] and shares[1] and not set(shares[0]) & set(shares[1])
     keep = [index for index, line in enumerate(lines) if line]
     two = [""] * len(lines)
@@ -303,7 +338,7 @@ def test_ctranslate2_backend_translates_as_its_export_and_as_generate(model_fold
     _translate(tmp_path, "--model", model_folder, "--device", "cpu", *common, "--output", t_txt)
     ct2 = CTranslate2Seq2Seq(exported, intra_threads=1)
     alone = [
-        ct2.generate([line], split_sentences=False, num_beams=1, max_new_tokens=30)[0] if line else ""
+        ct2.generate([line], split_sentences=False, beam_size=1, max_decoding_length=30)[0] if line else ""
         for line in lines
     ]
     assert _output_lines(c_txt) == alone == _output_lines(t_txt)
@@ -318,8 +353,80 @@ def test_ctranslate2_backend_translates_as_its_export_and_as_generate(model_fold
     )
     assert _output_lines(c_txt) == _output_lines(t_txt)
     ids = [ct2.tokenizer.encode(line).ids for line in lines if line]
-    lengths = {len(out) for out in ct2.generate_ids(ids, num_beams=1, min_new_tokens=30, max_new_tokens=30)}
+    generated = ct2.generate_ids(ids, beam_size=1, min_decoding_length=30, max_decoding_length=30)
+    lengths = {len(out) for out in generated}
     assert lengths == {30}
+
+
+def test_a_source_is_cut_at_the_length_the_model_was_trained_with(
+    model_folder, trained_limit_folder, tmp_path
+):
+    """A model whose config records the source length it was trained with (`max_source_length`, far below its
+    positions) decodes a longer line as that line cut to that many tokens (its </s> kept): as the same weights
+    saved without the record decode the cut line. One warning names the limit and how many it cut."""
+    long, short = _words(30, seed=1), _words(3, seed=2)
+    cut = " ".join(long.split()[: TRAINED_SOURCE - 1])  # word-level tokens: the cut's words and its </s>
+    common = ["--num_beams", "1", "--device", "cpu"]
+    limited = _translate(
+        tmp_path, "--model", trained_limit_folder, *common, "--input", _write(tmp_path / "a", [long, short])
+    )
+    unrecorded = _translate(
+        tmp_path, "--model", model_folder, *common, "--input", _write(tmp_path / "b", [cut, short, long])
+    )
+    assert limited.stdout.split("\n")[:-1] == unrecorded.stdout.split("\n")[:2]
+    assert (
+        unrecorded.stdout.split("\n")[2] != unrecorded.stdout.split("\n")[0]
+    )  # uncut, the long line differs
+    assert (
+        f"1 input(s) longer than {TRAINED_SOURCE} tokens, the longest source the model was trained with (its "
+        "max_source_length), are cut to that many tokens." in limited.stderr
+    )
+    assert "are cut" not in unrecorded.stderr  # 31 tokens: within the 64 positions of a folder without it
+
+
+def test_a_folder_that_records_no_source_length_is_cut_at_its_positions(model_folder, tmp_path):
+    """A folder saved without the source length it was trained with (before it was recorded, or a converted
+    one) decodes as before: a line longer than its positions is cut to them."""
+    long = _words(POSITIONS + 6, seed=3)
+    cut = " ".join(long.split()[: POSITIONS - 1])
+    common = ["--model", model_folder, "--num_beams", "1", "--max_new_tokens", "10", "--device", "cpu"]
+    result = _translate(tmp_path, *common, "--input", _write(tmp_path / "long", [long]))
+    expected = _translate(tmp_path, *common, "--input", _write(tmp_path / "cut", [cut]))
+    assert result.stdout == expected.stdout
+    assert (
+        f"1 input(s) longer than {POSITIONS} tokens, the model's positions (its max_position_embeddings), "
+        "are cut to that many tokens." in result.stderr
+    )
+
+
+def test_ctranslate2_cuts_a_source_where_generate_cuts_it(trained_limit_folder, tmp_path):
+    """The export carries the source length the model was trained with, and the CTranslate2 backend cuts a
+    source there, as the transformers backend does: the same outputs, the same warning."""
+    pytest.importorskip("ctranslate2")
+    import json
+
+    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.interop.ctranslate2_inference import (
+        GENERATION_DEFAULTS_FILE,
+        CTranslate2Seq2Seq,
+    )
+
+    exported = convert_to_ctranslate2(trained_limit_folder, tmp_path / "ct2")
+    defaults = json.loads((exported / GENERATION_DEFAULTS_FILE).read_text())
+    assert (defaults["max_source_length"], defaults["max_position_embeddings"]) == (TRAINED_SOURCE, POSITIONS)
+    long, short = _words(30, seed=1), _words(3, seed=2)
+    source = _write(tmp_path / "in.txt", [long, short])
+    common = ["--input", source, "--num_beams", "1", "--max_new_tokens", "20"]
+    ct2 = _translate(tmp_path, "--model", exported, "--backend", "ctranslate2", *common)
+    generate = _translate(tmp_path, "--model", trained_limit_folder, "--device", "cpu", *common)
+    assert ct2.stdout == generate.stdout
+    cut = " ".join(long.split()[: TRAINED_SOURCE - 1])
+    alone = CTranslate2Seq2Seq(exported, intra_threads=1).generate(
+        [cut, short], split_sentences=False, beam_size=1, max_decoding_length=20
+    )
+    assert ct2.stdout.split("\n")[:-1] == alone
+    warning = f"1 input(s) longer than {TRAINED_SOURCE} tokens, the longest source the model was trained with"
+    assert warning in ct2.stderr and warning in generate.stderr
 
 
 def test_split_sentences_translates_each_line_as_a_text(model_folder, tmp_path):
@@ -405,7 +512,7 @@ def test_a_pipe_is_translated_in_one_pass_a_line_for_a_line(model_folder, tmp_pa
     assert "Translating a stream, not counted ahead: 20 lines" in result.stderr
 
     # Interrupted in its second window, the output keeps the first: a rerun cannot read the pipe from there.
-    decode, calls = translating.TransformersBackend.decode, []
+    decode, calls = backends.TransformersBackend.decode, []
 
     def interrupted(self, texts):
         calls.append(len(texts))
@@ -413,7 +520,7 @@ def test_a_pipe_is_translated_in_one_pass_a_line_for_a_line(model_folder, tmp_pa
             raise KeyboardInterrupt
         return decode(self, texts)
 
-    monkeypatch.setattr(translating.TransformersBackend, "decode", interrupted)
+    monkeypatch.setattr(backends.TransformersBackend, "decode", interrupted)
     with fed_fifo(tmp_path / "pipe", data) as fifo:
         stopped = _translate(
             tmp_path, *common, "--input", fifo, "--output", output, "--overwrite", check=False
@@ -486,7 +593,7 @@ def test_a_length_past_the_models_positions_is_refused_in_one_line(model_folder,
     source = _write(tmp_path / "in.txt", ["ein hund"])
     result = _translate(tmp_path, "--model", model_folder, "--input", source, option, "100", check=False)
     assert _refusal(result) == (
-        f"error: {option} 100 is more than the {POSITIONS} positions of {model_folder} (its "
+        f"error: {option} 100 is more than {POSITIONS}, the positions of {model_folder} (its "
         f"max_position_embeddings): give {option} {POSITIONS} or less."
     )
     # At the limit, generate() runs: the limit refused is the model's own.
@@ -500,7 +607,7 @@ def test_evaluation_refuses_a_length_past_the_positions_before_reading_data(mode
         "--max_new_tokens", "65", cwd=tmp_path,
     )  # fmt: skip
     assert _refusal(result) == (
-        f"error: --max_new_tokens 65 is more than the {POSITIONS} positions of {model_folder} (its "
+        f"error: --max_new_tokens 65 is more than {POSITIONS}, the positions of {model_folder} (its "
         f"max_position_embeddings): give --max_new_tokens {POSITIONS} or less."
     )
 
@@ -514,7 +621,7 @@ def test_an_output_under_a_file_is_refused_in_one_line(model_folder, tmp_path):
     line = _refusal(result)  # as the options are parsed (`outputs.check_writable`), or as translate() starts
     assert line.startswith(f"error: --output {notes / 'out.txt'} ") and f"{notes}, which is a file" in line
     # The library's own check, for a caller that never parsed options.
-    arguments = translating.TranslateArguments(
+    arguments = TranslateArguments(
         model=str(model_folder), input=[str(source)], output=str(notes / "out.txt"), device="cpu"
     )
     with pytest.raises(UsageError, match=rf"lies under {notes}, which is a file"):

@@ -295,7 +295,7 @@ def test_tokenize_translation_drops_too_long_pairs_and_counts_them(multi30k, tok
             and len(tokenizer(t)["input_ids"]) <= max_target_length
             for s, t in zip(sources, targets, strict=True)
         ]
-        assert counts[split] == {"kept": sum(fits), "dropped": len(fits) - sum(fits)}
+        assert counts[split] == {"kept": sum(fits), "dropped": len(fits) - sum(fits), "truncated": 0}
         assert tokenized[split].num_rows == sum(fits)
     assert counts["train"]["dropped"] > 0 and counts["train"]["kept"] > 0  # the limits bite on this data
     train = tokenized["train"]
@@ -303,6 +303,66 @@ def test_tokenize_translation_drops_too_long_pairs_and_counts_them(multi30k, tok
     assert max(map(len, train["input_ids"])) <= max_source_length
     assert max(map(len, train["labels"])) <= max_target_length
     assert all(labels[-1] == EOS_TOKEN_ID for labels in train["labels"])
+
+
+def test_tokenize_translation_with_long_pairs_truncate_keeps_every_pair_cut_to_its_limits(
+    multi30k, tokenizer
+):
+    """`long_pairs="truncate"`: every pair is kept; a side longer than its limit is cut to it, keeping the
+    </s> the tokenizer appends; a side that fits is as it was; the truncated pairs are counted."""
+    max_source_length, max_target_length = 20, 16
+    tokenized, counts = tokenize_translation(
+        multi30k, tokenizer, "de", "en", max_source_length, max_target_length, long_pairs="truncate"
+    )
+
+    def cut(ids, limit):
+        return ids if len(ids) <= limit else [*ids[: limit - 1], EOS_TOKEN_ID]
+
+    for split, dataset in multi30k.items():
+        sources = [tokenizer(pair["de"])["input_ids"] for pair in dataset["translation"]]
+        targets = [tokenizer(pair["en"])["input_ids"] for pair in dataset["translation"]]
+        long = sum(
+            len(s) > max_source_length or len(t) > max_target_length
+            for s, t in zip(sources, targets, strict=True)
+        )
+        assert counts[split] == {"kept": dataset.num_rows, "dropped": 0, "truncated": long}
+        rows = tokenized[split]
+        assert rows.column_names == ["input_ids", "attention_mask", "labels"]
+        assert rows["input_ids"] == [cut(ids, max_source_length) for ids in sources]
+        assert rows["labels"] == [cut(ids, max_target_length) for ids in targets]
+        assert [len(mask) for mask in rows["attention_mask"]] == [len(ids) for ids in rows["input_ids"]]
+    assert counts["train"]["truncated"] > 0  # the limits bite on this data
+
+
+def test_a_truncated_side_keeps_every_token_its_tokenizer_appends():
+    """A tokenizer that puts <s> before a text and </s> after it (BART's template): a truncated side keeps
+    both, and is its limit long."""
+    from tokenizers import Tokenizer, models, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast
+
+    from hf_vanilla_transformer.data.preprocessing import appended_tokens, tokenize_pairs
+
+    words = "a b c d e f g h".split()
+    backend = Tokenizer(
+        models.WordLevel({w: i for i, w in enumerate(["<pad>", "<s>", "</s>", "<unk>", *words])}, "<unk>")
+    )
+    backend.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", special_tokens=[("<s>", 1), ("</s>", 2)]
+    )
+    bart_like = PreTrainedTokenizerFast(
+        tokenizer_object=backend, pad_token="<pad>", bos_token="<s>", eos_token="</s>", unk_token="<unk>"
+    )
+    assert appended_tokens(bart_like) == (1, 1)
+    pairs = DatasetDict(
+        {"train": datasets.Dataset.from_dict({"s": ["a b c d e f g h", "a b"], "t": ["h g f e", "a"]})}
+    )
+    tokenized, counts = tokenize_pairs(
+        pairs, bart_like, ("s", None), ("t", None), 5, 4, long_pairs="truncate"
+    )
+    assert tokenized["train"]["input_ids"] == [[1, 4, 5, 6, 2], [1, 4, 5, 2]]
+    assert tokenized["train"]["labels"] == [[1, 11, 10, 2], [1, 4, 2]]
+    assert counts["train"] == {"kept": 2, "dropped": 0, "truncated": 1}
 
 
 def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transformers_warning(
@@ -318,7 +378,7 @@ def test_tokenize_drops_texts_longer_than_the_tokenizer_allows_without_transform
     data = DatasetDict({"train": datasets.Dataset.from_dict({"translation": pairs})})
     with caplog.at_level(logging.WARNING):
         _, counts = tokenize_translation(data, fresh, "de", "en", 32, 32)
-    assert counts["train"] == {"kept": 1, "dropped": 1}
+    assert counts["train"] == {"kept": 1, "dropped": 1, "truncated": 0}
     assert not any("longer than the specified maximum" in record.getMessage() for record in caplog.records)
     assert len(fresh(long_text)["input_ids"]) > fresh.model_max_length  # the case transformers warns about
 
@@ -364,10 +424,18 @@ def test_tokenize_translation_reuses_its_cache(multi30k, tokenizer, tmp_path):
 def test_tokenize_translation_rejects_bad_languages_and_lengths(multi30k, tokenizer):
     with pytest.raises(ValueError, match=r"Language 'fr' is not in split 'train'; languages found: de, en"):
         tokenize_translation(multi30k, tokenizer, "de", "fr", 64, 64)
-    with pytest.raises(ValueError, match=r"max_target_length`=100 exceeds .*model_max_length=64"):
+    with pytest.raises(
+        ValueError,
+        match=r"--max_target_length 100 is more than 64, the tokenizer's model_max_length: give "
+        r"--max_target_length 64 or less, or retrain the tokenizer with a larger model_max_length\.$",
+    ):
         tokenize_translation(multi30k, tokenizer, "de", "en", 64, 100)
-    with pytest.raises(ValueError, match=r"max_source_length` must be an integer >= 2 .*got 0"):
+    with pytest.raises(
+        ValueError, match=r"--max_source_length must be an integer >= 2 \(a token and </s>\), got 0"
+    ):
         tokenize_translation(multi30k, tokenizer, "de", "en", 0, 64)
+    with pytest.raises(ValueError, match=r"^--long_pairs must be one of drop, truncate, got 'cut'\.$"):
+        tokenize_translation(multi30k, tokenizer, "de", "en", 64, 64, long_pairs="cut")
 
 
 # ---------------------------------------------------------------------------- collator

@@ -5,15 +5,22 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+import pyarrow.compute as pc
 from datasets import DatasetDict, IterableDataset
 from transformers import DataCollatorForSeq2Seq, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from ..errors import UsageError
+from ..lengths import LONG_PAIRS, MIN_SIDE_LENGTH, check_length
+from ..options import check_value
 
 logger = logging.getLogger(__name__)
 
 # Loss functions (torch cross_entropy, transformers' seq2seq losses) ignore this label id.
 LABEL_PAD_TOKEN_ID = -100
+
+# What bounds a pair's sides besides its options: the tokenizer (`check_length_limits`).
+TOKENIZER_LIMIT = "the tokenizer's model_max_length"
+TOKENIZER_FIX = {TOKENIZER_LIMIT: "retrain the tokenizer with a larger model_max_length"}
 
 # Where a text lives in a row: a column, and for dict-valued columns such as `translation` a key in it.
 TextField = tuple[str, str | None]
@@ -26,8 +33,8 @@ def _texts(batch: dict[str, list], field: TextField) -> list[str]:
 
 
 # transformers warns, once per tokenizer, that a text longer than `model_max_length` "will result in indexing
-# errors". None reaches the model here: `_tokenize_batch` drops such pairs and `tokenize_pairs` logs how
-# many, so the warning would only alarm. Filtered while tokenizing, nowhere else.
+# errors". None reaches the model here: `_tokenize_batch` drops or truncates such pairs and `tokenize_pairs`
+# logs how many, so the warning would only alarm. Filtered while tokenizing, nowhere else.
 _TOO_LONG_WARNING = "longer than the specified maximum sequence length"
 _TOKENIZER_LOGGER = logging.getLogger("transformers.tokenization_utils_base")
 
@@ -64,6 +71,27 @@ def _encode(tokenizer: PreTrainedTokenizerBase, sources: list[str], targets: lis
         _TOKENIZER_LOGGER.removeFilter(_not_the_too_long_warning)
 
 
+def appended_tokens(tokenizer: PreTrainedTokenizerBase) -> tuple[int, int]:
+    """How many special tokens the tokenizer appends after a source's text and after a target's, which a
+    truncated side keeps: 1 (`</s>`) for ours, Marian's and BART's (whose `<s>` goes before the text)."""
+    counts = []
+    for side in ("text", "text_target"):
+        probe = "a b"
+        plain = tokenizer(**{side: probe}, add_special_tokens=False)["input_ids"]
+        full = tokenizer(**{side: probe})["input_ids"]
+        starts = [i for i in range(len(full) - len(plain) + 1) if full[i : i + len(plain)] == plain]
+        counts.append(len(full) - starts[0] - len(plain) if starts and plain else 0)
+    return counts[0], counts[1]
+
+
+def _truncated(ids: list, limit: int, appended: int) -> list:
+    """`ids` cut to `limit`, ending with the `appended` tokens the tokenizer put after the text."""
+    if len(ids) <= limit:
+        return ids
+    appended = min(appended, limit)
+    return ids[: limit - appended] + ids[len(ids) - appended :]
+
+
 def _tokenize_batch(
     batch: dict[str, list],
     tokenizer: PreTrainedTokenizerBase,
@@ -71,14 +99,29 @@ def _tokenize_batch(
     target: TextField,
     max_source_length: int,
     max_target_length: int,
+    long_pairs: str = "drop",
+    count_truncated: bool = False,
 ) -> dict[str, list]:
-    # No truncation: pairs that are too long are dropped here, in the same pass (a separate `filter` would
-    # read every row again and leave an indices mapping that makes each later read a gather).
+    # No truncation by the tokenizer: too-long pairs are dropped or truncated here, in the same pass (a
+    # separate `filter` would read every row again and leave an indices mapping that makes each later read a
+    # gather). `count_truncated` adds a column `truncated` for `tokenize_pairs` to count and remove.
     encoded = _encode(tokenizer, _texts(batch, source), _texts(batch, target))
     fits = [
         len(source) <= max_source_length and len(target) <= max_target_length
         for source, target in zip(encoded["input_ids"], encoded["labels"], strict=True)
     ]
+    if long_pairs == "truncate":
+        if not all(fits):
+            source_end, target_end = appended_tokens(tokenizer)
+            for index in (index for index, fit in enumerate(fits) if not fit):
+                ids = _truncated(encoded["input_ids"][index], max_source_length, source_end)
+                for name in encoded.keys() - {"input_ids", "labels"}:  # the mask, and any other per token
+                    encoded[name][index] = encoded[name][index][: len(ids)]
+                encoded["input_ids"][index] = ids
+                encoded["labels"][index] = _truncated(encoded["labels"][index], max_target_length, target_end)
+        if count_truncated:
+            encoded["truncated"] = [not fit for fit in fits]
+        return encoded
     if all(fits):
         return encoded
     return {
@@ -88,16 +131,12 @@ def _tokenize_batch(
 
 
 def check_length_limits(tokenizer, max_source_length: int, max_target_length: int) -> None:
-    """Refuse a length limit below 2 (a token and </s>) or beyond what the tokenizer was made for; a command
-    calls it before its work, so that nothing is written only to be refused after."""
+    """Refuse a length limit below 2 (a token and </s>) or beyond what the tokenizer was made for
+    (`lengths.check_length`); a command calls it before its work, so that nothing is written only to be
+    refused after."""
+    limit = {TOKENIZER_LIMIT: tokenizer.model_max_length}
     for name, value in (("max_source_length", max_source_length), ("max_target_length", max_target_length)):
-        if not isinstance(value, int) or value < 2:
-            raise UsageError(f"`{name}` must be an integer >= 2 (a token and </s>), got {value!r}.")
-        if value > tokenizer.model_max_length:
-            raise UsageError(
-                f"`{name}`={value} exceeds the tokenizer's model_max_length={tokenizer.model_max_length}; "
-                f"lower `{name}` or retrain the tokenizer with a larger `model_max_length`."
-            )
+        check_length(name, value, limit, fixes=TOKENIZER_FIX, minimum=MIN_SIDE_LENGTH)
 
 
 def tokenize_pairs(
@@ -108,22 +147,28 @@ def tokenize_pairs(
     max_source_length: int,
     max_target_length: int,
     num_proc: int | None = None,
+    long_pairs: str = "drop",
 ) -> tuple[DatasetDict, dict[str, dict[str, int]]]:
-    """Tokenize every split into `input_ids`, `attention_mask` and `labels`, and drop too-long pairs.
+    """Tokenize every split into `input_ids`, `attention_mask` and `labels`, and drop or truncate too-long
+    pairs.
 
     Sources become `input_ids` and targets `labels` (`tokenizer(src, text_target=tgt)`), both ending in the
-    tokenizer's `</s>`. Pairs whose source has more than `max_source_length` tokens or whose target has more
-    than `max_target_length` (counting `</s>`) are dropped rather than truncated: a truncated target
-    would teach the model to stop mid-sentence. Both happen in one `Dataset.map` call, so datasets
+    tokenizer's `</s>`. A pair whose source has more than `max_source_length` tokens or whose target has more
+    than `max_target_length` (counting `</s>`) is dropped by default (`long_pairs="drop"`): a truncated target
+    would teach the model to stop mid-sentence. With `long_pairs="truncate"` each side is cut to its limit,
+    keeping the tokens the tokenizer appends (`</s>`). Both happen in one `Dataset.map` call, so datasets
     loaded from disk reuse their cached results on the next run.
 
     Args:
         source, target: `(column, key)` of the texts, e.g. `("translation", "de")` or `("expression", None)`.
+        long_pairs: `"drop"` or `"truncate"` (`lengths.LengthArguments.long_pairs`).
 
     Returns:
         The tokenized `DatasetDict` (the text columns removed), and per split the number of pairs
-        `{"kept": ..., "dropped": ...}`, which are also logged.
+        `{"kept": ..., "dropped": ..., "truncated": ...}` (kept counts the truncated ones), which are also
+        logged.
     """
+    check_value("long_pairs", long_pairs, {"choices": LONG_PAIRS})
     check_length_limits(tokenizer, max_source_length, max_target_length)
     for split, dataset in dataset_dict.items():
         for column, _ in (source, target):
@@ -135,12 +180,20 @@ def tokenize_pairs(
 
     # Keep only the model's inputs: a leftover text column would break the collator.
     limits = {"max_source_length": max_source_length, "max_target_length": max_target_length}
-    filtered = DatasetDict(
+    truncating = long_pairs == "truncate"
+    tokenized = DatasetDict(
         {
             split: dataset.map(
                 _tokenize_batch,
                 batched=True,
-                fn_kwargs={"tokenizer": tokenizer, "source": source, "target": target, **limits},
+                fn_kwargs={
+                    "tokenizer": tokenizer,
+                    "source": source,
+                    "target": target,
+                    **limits,
+                    "long_pairs": long_pairs,
+                    "count_truncated": truncating,
+                },
                 remove_columns=dataset.column_names,
                 num_proc=num_proc,
                 desc=f"Tokenizing {split}",
@@ -149,18 +202,27 @@ def tokenize_pairs(
         }
     )
     counts = {}
-    for split in filtered:
-        kept = filtered[split].num_rows
-        counts[split] = {"kept": kept, "dropped": dataset_dict[split].num_rows - kept}
+    for split, dataset in tokenized.items():
+        truncated = 0
+        if truncating:
+            truncated = pc.sum(dataset.data.column("truncated")).as_py() or 0
+            tokenized[split] = dataset.remove_columns("truncated")
+        kept = dataset.num_rows
+        counts[split] = {
+            "kept": kept,
+            "dropped": dataset_dict[split].num_rows - kept,
+            "truncated": truncated,
+        }
         logger.info(
-            "%s: kept %d pairs, dropped %d longer than %d source / %d target tokens.",
+            "%s: kept %d pairs, %s %d longer than %d source / %d target tokens.",
             split,
             kept,
-            counts[split]["dropped"],
+            "truncated" if truncating else "dropped",
+            truncated if truncating else counts[split]["dropped"],
             max_source_length,
             max_target_length,
         )
-    return filtered, counts
+    return tokenized, counts
 
 
 def tokenize_stream(
@@ -170,9 +232,11 @@ def tokenize_stream(
     target: TextField,
     max_source_length: int,
     max_target_length: int,
+    long_pairs: str = "drop",
 ) -> IterableDataset:
-    """`tokenize_pairs` for a stream: tokenized as it is read, too-long pairs dropped as they come (uncounted:
-    a stream has no end to count at)."""
+    """`tokenize_pairs` for a stream: tokenized as it is read, too-long pairs dropped or truncated as they
+    come (uncounted: a stream has no end to count at)."""
+    check_value("long_pairs", long_pairs, {"choices": LONG_PAIRS})
     # The text columns go in the map itself: a batch that drops pairs cannot keep a column of full length.
     texts = sorted({source[0], target[0]})
     return stream.select_columns(texts).map(
@@ -185,6 +249,7 @@ def tokenize_stream(
             "target": target,
             "max_source_length": max_source_length,
             "max_target_length": max_target_length,
+            "long_pairs": long_pairs,
         },
     )
 

@@ -1,8 +1,9 @@
 """Decoding a saved model's inputs, shared by scoring (`evaluation`) and the file translator (`translating`):
-generate() settings from a command's options over the saved generation config (`generation_settings`),
-batches sorted by token length (`generate_in_batches`), the paper's output limit of source length + 50
-(§6.1, `SourceLengthLimit`), texts cut into sentences and joined again (`generate_documents`), and the checks
-made before a model is loaded (a device, a length past the model's positions, an output file).
+generate() settings from the decoding options (`settings.DecodingArguments`) over the saved generation config
+(`generation_settings`), batches sorted by token length (`generate_in_batches`), the paper's output limit of
+source length + 50 (§6.1, `SourceLengthLimit`), sources cut at the length the model was trained with or its
+positions (`source_limits`), texts cut into sentences and joined again (`generate_documents`), and the checks
+made before a model is loaded (a length past the model's positions, an output file).
 """
 
 from __future__ import annotations
@@ -18,9 +19,11 @@ from tqdm.auto import tqdm
 from transformers import LogitsProcessor, LogitsProcessorList
 
 from ..errors import InputTypeError, UsageError
+from ..lengths import check_length, smallest_limit
 from ..outputs import check_writable
 from ..sentences import sentence_rules, split_document, translate_documents
 from ..tasks import Task
+from .settings import GENERATE, DecodingArguments, decoding_fields
 
 logger = logging.getLogger(__name__)
 
@@ -57,54 +60,46 @@ def check_output_file(path: Path, option: str) -> None:
 def check_length_options(options: dict[str, int | None], limit: int | None, model: str) -> None:
     """Refuse, before anything is read or loaded, a length option (`options`: name -> value given) that asks
     for more tokens than the model has positions (`limit`, its `max_position_embeddings`): generate() would
-    fail at that length, deep inside the model."""
-    if limit is None:
-        return
+    fail at that length, deep inside the model (`lengths.check_length`)."""
     for name, value in options.items():
-        if value is not None and value > limit:
-            raise UsageError(
-                f"--{name} {value} is more than the {limit} positions of {model} (its "
-                f"max_position_embeddings): give --{name} {limit} or less."
-            )
+        check_length(name, value, {f"the positions of {model} (its max_position_embeddings)": limit})
 
 
-# generate() options that a command may set beyond beams, length penalty and length (translate.py's); unset,
-# they are the saved generation config's, and the settings do not name them.
-OPTIONAL_GENERATE_OPTIONS = (
-    "top_k",
-    "top_p",
-    "temperature",
-    "no_repeat_ngram_size",
-    "repetition_penalty",
-    "min_new_tokens",
-)
+# The settings generate() is always given, each resolved over the saved generation config; every other
+# decoding option is given to it as it is, when it is set.
+RESOLVED_SETTINGS = ("num_beams", "length_penalty", "max_new_tokens", "do_sample")
 
 
-def generation_settings(eval_args, task: Task, generation_config) -> dict:
-    """generate() keyword arguments: the command line's choices (`eval_args`: an evaluation's or a
-    translation's arguments) over the model's saved generation config.
+def generation_settings(decoding: DecodingArguments, task: Task, generation_config) -> dict:
+    """generate() keyword arguments: a command's decoding options (`decoding`: its `DecodingArguments`, or the
+    arguments that extend them) over the model's saved generation config, each by its field's generate()
+    keyword (`settings.GENERATE`).
 
     Without `--max_new_tokens`, the task decides: None (`generate_texts` then allows source length + 50,
     §6.1), or the saved config's `max_length` for tasks whose outputs are many times longer than their inputs.
     """
-    max_new_tokens = eval_args.max_new_tokens
+    max_new_tokens = decoding.max_new_tokens
     if max_new_tokens is None and task.output_length_from_config:  # else per batch, from its sources
         max_new_tokens = default_max_new_tokens(task, generation_config, source_tokens=0)
     # transformers v5 leaves a field the saved config lacks unset (None) until generate() fills it with its
     # default: beam 1, length penalty 1.0 (a Marian folder's config names no length penalty).
-    num_beams = eval_args.num_beams if eval_args.num_beams is not None else generation_config.num_beams or 1
-    do_sample = bool(getattr(eval_args, "do_sample", False))
-    settings = {"num_beams": num_beams, "max_new_tokens": max_new_tokens, "do_sample": do_sample}
+    num_beams = decoding.num_beams if decoding.num_beams is not None else generation_config.num_beams or 1
+    settings = {
+        "num_beams": num_beams,
+        "max_new_tokens": max_new_tokens,
+        "do_sample": bool(decoding.do_sample),
+    }
     if num_beams > 1:  # greedy has no length penalty: passing one makes generate() warn that it is ignored
         length_penalty = (
-            eval_args.length_penalty
-            if eval_args.length_penalty is not None
+            decoding.length_penalty
+            if decoding.length_penalty is not None
             else generation_config.length_penalty
         )
         settings["length_penalty"] = 1.0 if length_penalty is None else length_penalty
-    for name in OPTIONAL_GENERATE_OPTIONS:  # only where the arguments have them (translate.py's do)
-        if getattr(eval_args, name, None) is not None:
-            settings[name] = getattr(eval_args, name)
+    for option in decoding_fields():  # unset, the saved generation config's, and the settings do not name it
+        keyword, value = option.metadata[GENERATE], getattr(decoding, option.name)
+        if keyword is not None and keyword not in RESOLVED_SETTINGS and value is not None:
+            settings[keyword] = value
     return settings
 
 
@@ -198,40 +193,68 @@ def position_limit(model) -> int | None:
     return getattr(model.config, "max_position_embeddings", None)
 
 
+def source_limits(
+    max_source_length: int | None, max_position_embeddings: int | None
+) -> dict[str, int | None]:
+    """What a source is cut at, by what sets each limit (`lengths.smallest_limit` picks the one that
+    cuts): the source length the model was trained with, where its config records it (`max_source_length`:
+    it saw no longer source), and its positions."""
+    return {
+        "the longest source the model was trained with (its max_source_length)": max_source_length,
+        "the model's positions (its max_position_embeddings)": max_position_embeddings,
+    }
+
+
+def model_source_limits(model) -> dict[str, int | None]:
+    """`source_limits` of a loaded model: a folder that records no source length (saved before it was
+    recorded, a Marian model) is cut at its positions alone."""
+    config = model.config
+    return source_limits(
+        getattr(config, "max_source_length", None), getattr(config, "max_position_embeddings", None)
+    )
+
+
+def cut_lengths(lengths: Sequence[int], limits: dict[str, int | None]) -> list[int]:
+    """Token counts `lengths` of sources cut at the smallest of `limits` (`source_limits`), as decoding feeds
+    them, warning once for the sources that are cut, naming the limit that cuts them."""
+    smallest = smallest_limit(limits)
+    if smallest is None:
+        return list(lengths)
+    what, limit = smallest
+    cut = sum(length > limit for length in lengths)
+    if cut:
+        logger.warning(
+            "%d input(s) longer than %d tokens, %s, are cut to that many tokens.", cut, limit, what
+        )
+    return [min(length, limit) for length in lengths]
+
+
 def source_lengths(model, tokenizer, sources: Sequence[str]) -> list[int]:
-    """Each source's token count as `generate_batch` feeds it (cut to the model's positions), warning once
-    for sources that are cut."""
+    """Each source's token count as `generate_batch` feeds it (cut at the model's source limit:
+    `model_source_limits`), warning once for sources that are cut."""
     if not sources:
         return []
-    limit = position_limit(model)
     lengths = [len(ids) for ids in tokenizer(list(sources), verbose=False)["input_ids"]]
-    if limit is not None and any(length > limit for length in lengths):
-        cut = sum(length > limit for length in lengths)
-        logger.warning(
-            "%d input(s) longer than the model's %d positions are cut to that many tokens.",
-            cut,
-            limit,
-        )
-        lengths = [min(length, limit) for length in lengths]
-    return lengths
+    return cut_lengths(lengths, model_source_limits(model))
 
 
 def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> list[str]:
-    """One generate() call on `sources` (cut to the model's positions), decoded to text. Without
-    `max_new_tokens` in `generation`, each source's output takes at most its length + 50 tokens (§6.1),
-    whatever else is in the batch (`SourceLengthLimit`)."""
+    """One generate() call on `sources` (cut at the model's source limit, `model_source_limits`, keeping the
+    </s> the tokenizer appends), decoded to text. Without `max_new_tokens` in `generation`, each source's
+    output takes at most its length + 50 tokens (§6.1), whatever else is in the batch (`SourceLengthLimit`),
+    and no more than the decoder's positions."""
     if not sources:
         return []
-    limit = position_limit(model)
-    batch = tokenizer(
-        sources, return_tensors="pt", padding=True, truncation=limit is not None, max_length=limit
-    )
+    smallest = smallest_limit(model_source_limits(model))
+    cut = None if smallest is None else smallest[1]
+    batch = tokenizer(sources, return_tensors="pt", padding=True, truncation=cut is not None, max_length=cut)
+    positions = position_limit(model)
     kwargs = dict(generation)
     max_new_tokens = kwargs.pop("max_new_tokens", None)
     if max_new_tokens is None:  # counted on the host, before the batch goes to the device
         limits = (batch["attention_mask"].sum(dim=1) + EXTRA_OUTPUT_TOKENS).tolist()
-        if limit is not None:  # the start token and the output are fed to the decoder (not the last </s>)
-            limits = [min(length, limit - 1) for length in limits]
+        if positions is not None:  # the start token and the output are fed to the decoder (not the last </s>)
+            limits = [min(length, positions - 1) for length in limits]
         max_new_tokens = max(limits)
         eos = model.generation_config.eos_token_id
         eos = tokenizer.eos_token_id if eos is None else eos
@@ -256,22 +279,43 @@ def check_texts(texts: Sequence[str], name: str) -> None:
             )
 
 
-def generate_texts(model, tokenizer, sources: list[str], batch_size: int, generation: dict) -> list[str]:
+def generate_texts(
+    model, tokenizer, sources: list[str], batch_size: int, generation: dict, seed: int | None = None
+) -> list[str]:
     """Generate for every source, in batches of similar token lengths (`generate_in_batches`: less padding),
     in input order, showing progress in sentences. A blank source gives an empty output, as a blank line does
-    in translate.py: from no text the model would make one up. No sources give no outputs."""
+    in translate.py: from no text the model would make one up. No sources give no outputs. With `seed`
+    (sampling's), each batch's sampling is seeded by its place among the batches (`batch_seed`)."""
     check_texts(sources, "sources")
     model.eval()
     keep = [index for index, source in enumerate(sources) if source.strip()]
     texts = [sources[index] for index in keep]
     lengths = source_lengths(model, tokenizer, texts)
     decode = functools.partial(generate_batch, model, tokenizer, generation=generation)
+
+    def before_batch(number: int) -> None:
+        torch.manual_seed(batch_seed(seed, number))
+
     with tqdm(total=len(texts), desc="Generating", unit=" sentences") as progress:
-        outputs = generate_in_batches(texts, lengths, decode, batch_size, after_batch=progress.update)
+        outputs = generate_in_batches(
+            texts,
+            lengths,
+            decode,
+            batch_size,
+            before_batch=before_batch if seed is not None else None,
+            after_batch=progress.update,
+        )
     generated = [""] * len(sources)
     for position, index in enumerate(keep):
         generated[index] = outputs[position]
     return generated
+
+
+def batch_seed(seed: int, *place: int) -> int:
+    """The seed of the batch at `place` in the input (its number; translate.py: its window's first line and
+    its number in the window): the same in every process and run, whichever process decodes the batch."""
+    # A tuple of ints hashes alike in every process and run (unlike text, salted per process).
+    return hash((seed, *place)) % 2**31
 
 
 def join_examples(texts: list[str], per_text: int) -> list[str]:
@@ -281,7 +325,13 @@ def join_examples(texts: list[str], per_text: int) -> list[str]:
 
 
 def generate_documents(
-    model, tokenizer, texts: list[str], batch_size: int, generation: dict, languages: list[str] | None
+    model,
+    tokenizer,
+    texts: list[str],
+    batch_size: int,
+    generation: dict,
+    languages: list[str] | None,
+    seed: int | None = None,
 ) -> list[str]:
     """`generate_texts` for texts of several sentences: each split by the rules of the source of `languages`,
     its sentences generated (all texts' together, in batches of similar lengths) and joined again, as the
@@ -290,11 +340,6 @@ def generate_documents(
     language = sentence_rules(None, languages)
     documents = [split_document(text, language) for text in texts]
     return translate_documents(
-        documents, lambda sentences: generate_texts(model, tokenizer, sentences, batch_size, generation)
+        documents,
+        lambda sentences: generate_texts(model, tokenizer, sentences, batch_size, generation, seed),
     )
-
-
-def __getattr__(name: str):
-    from .._moved import moved_name
-
-    return moved_name(__name__, name)

@@ -16,7 +16,6 @@ from pathlib import Path
 import torch
 from transformers import AutoConfig, GenerationConfig
 
-from .._moved import MOVED_NAMES, moved_name
 from ..decoding.generation import (
     check_length_options,
     check_output_file,
@@ -25,9 +24,9 @@ from ..decoding.generation import (
     generation_settings,
     join_examples,
 )
+from ..decoding.settings import DecodingArguments, length_options
 from ..devices import check_device, check_dtype, decoding_model
 from ..errors import ExistingPathError, UsageError
-from ..options import Options
 from ..outputs import write_json
 from ..saving import check_model_location, check_model_task, load_model_folder, model_task
 from ..tasks import DatasetArguments, load_split_texts
@@ -35,24 +34,13 @@ from ..tasks.registry import find_task, installed_task_of
 
 
 @dataclass
-class EvaluationArguments(Options):
+class EvaluationArguments(DecodingArguments):
+    """evaluate_model.py's options: the decoding options every decoding command shares
+    (`decoding.settings.DecodingArguments`), and the evaluation's own."""
+
     model: str = field(metadata={"help": "A saved model folder (with its tokenizer) or a Hub name."})
     split: str = field(default="test", metadata={"help": "Which split of the data set to evaluate on."})
     batch_size: int = field(default=32, metadata={"help": "Sentences per generate() call.", "range": ">= 1"})
-    num_beams: int | None = field(
-        default=None, metadata={"help": "Default: the saved generation config (4).", "range": ">= 1"}
-    )
-    length_penalty: float | None = field(
-        default=None, metadata={"help": "Default: the saved config (0.6).", "range": "any"}
-    )
-    max_new_tokens: int | None = field(
-        default=None,
-        metadata={
-            "help": "Default: translation, source length + 50 (§6.1); series, the saved config's max_length "
-            "(a series is many times longer than its expression).",
-            "range": ">= 1",
-        },
-    )
     max_examples: int | None = field(
         default=None, metadata={"help": "Evaluate on the first N examples only.", "range": ">= 1"}
     )
@@ -102,9 +90,21 @@ class EvaluationArguments(Options):
             )
 
 
-def _decoding_name(generation: dict) -> str:
+# The settings a report's name tells by its decoding method; the length bound is left out, as the names that
+# the model cards quote leave it out.
+NAMED_BY_METHOD = ("num_beams", "length_penalty", "do_sample", "max_new_tokens")
+
+
+def _decoding_name(generation: dict, seed: int | None = None) -> str:
+    """A report's name for its decoding: `greedy` or `beam<N>-lp<penalty>`, `sample` (`sample-beam...` with
+    beams) and its `seed`, then each other setting given, by its generate() keyword and value
+    (`-no_repeat_ngram_size3`)."""
     beams = generation.get("num_beams", 1)
-    return "greedy" if beams == 1 else f"beam{beams}-lp{generation.get('length_penalty', 1.0)}"
+    name = "greedy" if beams == 1 else f"beam{beams}-lp{generation.get('length_penalty', 1.0)}"
+    if generation.get("do_sample"):
+        name = "sample" if beams == 1 else f"sample-{name}"
+    name += "".join(f"-{key}{value}" for key, value in generation.items() if key not in NAMED_BY_METHOD)
+    return name if seed is None else f"{name}-seed{seed}"
 
 
 def report_path(eval_args: EvaluationArguments, generation: dict, subset_size: int | None) -> Path:
@@ -119,7 +119,8 @@ def report_path(eval_args: EvaluationArguments, generation: dict, subset_size: i
     if eval_args.sentences_per_text > 1:
         texts = f"-texts{eval_args.sentences_per_text}{'' if eval_args.split_sentences else '-whole'}"
     dtype = f"-{eval_args.dtype}" if eval_args.dtype != "auto" else ""  # beside the report as saved
-    name = f"eval-{eval_args.split}{subset}{texts}-{_decoding_name(generation)}{dtype}.json"
+    decoding = _decoding_name(generation, eval_args.sampling_seed)
+    name = f"eval-{eval_args.split}{subset}{texts}-{decoding}{dtype}.json"
     folder = Path(eval_args.model).expanduser()
     if not folder.is_dir() or (folder / "README.md").is_file():
         folder = Path("outputs") / "eval" / folder.name
@@ -146,9 +147,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         data_args.task = installed_task_of(model_task(model_config, eval_args.model), eval_args.model).name
     check_model_task(model_config, eval_args.model, data_args.task)
     check_length_options(
-        {"max_new_tokens": eval_args.max_new_tokens},
-        getattr(model_config, "max_position_embeddings", None),
-        eval_args.model,
+        length_options(eval_args), getattr(model_config, "max_position_embeddings", None), eval_args.model
     )
     task = data_args.task_spec
     if eval_args.sentences_per_text > 1 and not task.splits_into_sentences:
@@ -179,7 +178,6 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     if generation_config is not None:
         generation = generation_settings(eval_args, task, generation_config)
         check_report_path(report_path(eval_args, generation, subset_size), eval_args.overwrite)
-    metric = task.load_metric()  # before minutes of decoding: a cache it cannot use is named now
     model, tokenizer = load_model_folder(eval_args.model)
     device = check_device(eval_args.device)
     model = decoding_model(model, device, check_dtype(eval_args.dtype, device))
@@ -191,13 +189,15 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
         # The model's recorded languages; for a folder saved before it recorded them, the data's.
         languages = model.config.langs or task.languages(data_args.options)
         predictions = generate_documents(
-            model, tokenizer, sources, eval_args.batch_size, generation, languages
+            model, tokenizer, sources, eval_args.batch_size, generation, languages, eval_args.sampling_seed
         )
     else:
-        predictions = generate_texts(model, tokenizer, sources, eval_args.batch_size, generation)
+        predictions = generate_texts(
+            model, tokenizer, sources, eval_args.batch_size, generation, eval_args.sampling_seed
+        )
     seconds = time.time() - started
 
-    metrics = task.score(metric, predictions, references)
+    metrics = task.score(predictions, references)
 
     def read_train_sources() -> list[str]:
         return load_split_texts(data_args, raw["train"])[0]
@@ -206,7 +206,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
     # pairs as Python strings is gigabytes that a translation report has no use for.
     train_sources = read_train_sources if "train" in raw and eval_args.split != "train" else None
     extra_metrics, details = task.report_details(
-        metric, sources, predictions, references, train_sources, data_args.options
+        sources, predictions, references, train_sources, data_args.options
     )
     metrics.update(extra_metrics)
 
@@ -227,6 +227,7 @@ def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) 
             else {}
         ),
         "generation": generation,
+        **({"seed": eval_args.seed} if eval_args.do_sample else {}),
         "device": {"type": device.type, "dtype": str(model.dtype).removeprefix("torch.")},
         "generation_seconds": round(seconds, 1),
         "metrics": metrics,
@@ -245,7 +246,7 @@ def format_report(report: dict, show_examples: int = 5) -> str:
     """Metrics, breakdowns and a few predictions side by side with their references, for the terminal."""
     lines = [
         f"{report['model']} on {report['split']} ({report['num_examples']} examples, "
-        f"{_decoding_name(report['generation'])}, {report['generation_seconds']} s):"
+        f"{_decoding_name(report['generation'], report.get('seed'))}, {report['generation_seconds']} s):"
     ]
     for name, value in report["metrics"].items():
         lines.append(f"  {name}: {value:.4f}" if isinstance(value, float) else f"  {name}: {value}")
@@ -267,8 +268,4 @@ def format_report(report: dict, show_examples: int = 5) -> str:
     return "\n".join(lines)
 
 
-def __getattr__(name: str):
-    # `evaluation.generation` of 0.6 is this module now; what it held for decoding is `decoding.generation`'s.
-    if (f"{__package__}.generation", name) in MOVED_NAMES:
-        return moved_name(f"{__package__}.generation", name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__all__ = ["EvaluationArguments", "evaluate_model", "format_report"]

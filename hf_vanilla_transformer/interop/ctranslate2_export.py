@@ -193,6 +193,9 @@ def _write_beside(converter, output_dir: Path) -> None:
         "length_penalty": generation.length_penalty,
         "max_length": generation.max_length,
         "max_position_embeddings": converter.model.config.max_position_embeddings,
+        # What the package's CTranslate2 backend cuts a source at, as generate()'s path does; None where the
+        # model records none (a folder saved before it was recorded, a converted Marian model).
+        "max_source_length": getattr(converter.model.config, "max_source_length", None),
         "langs": getattr(converter.model.config, "langs", None),  # the source's sentence rules
         "task": getattr(converter.model.config, "task", None),  # how long its outputs may run
     }

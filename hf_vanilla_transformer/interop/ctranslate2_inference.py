@@ -13,6 +13,7 @@ package's __init__, which loads torch to register the model; a torch-free servic
     spec = importlib.util.spec_from_file_location("ct2_inference", package_dir / "ctranslate2_inference.py")
     ct2_inference = importlib.util.module_from_spec(spec); spec.loader.exec_module(ct2_inference)
     model = ct2_inference.CTranslate2Seq2Seq("outputs/ct2/multi30k-de-en-int8")
+    model.generate(["Ein Hund läuft."], beam_size=1)  # CTranslate2's own decoding options
 
 (`tests/test_ctranslate2.py` runs exactly this in a fresh process and checks that torch stays out.)
 """
@@ -64,7 +65,10 @@ def _unreadable_model(model_dir: Path) -> bool:
 
 class CTranslate2Seq2Seq:
     """A CTranslate2 `Translator` over an exported folder, with the model's own tokenizer and decoding
-    defaults.
+    defaults (`defaults`, as the export saved them: beams, length penalty and `max_length` from the model's
+    generation config; its `max_position_embeddings`, the longest input `generate_ids` takes; the source
+    length it was trained with, `max_source_length`, None where the model recorded none, at which the
+    package's translate.py cuts a longer source; its languages and task).
 
     Args:
         model_dir: folder written by `convert_to_ctranslate2`.
@@ -124,30 +128,17 @@ class CTranslate2Seq2Seq:
                 f"({error}). {EXPORT_AGAIN}"
             ) from error
 
-    def generate_ids(
-        self,
-        source_ids: Sequence[Sequence[int]],
-        num_beams: int | None = None,
-        max_new_tokens: int | None = None,
-        length_penalty: float | None = None,
-        max_batch_size: int = 0,
-        do_sample: bool = False,
-        top_k: int | None = None,
-        top_p: float | None = None,
-        temperature: float | None = None,
-        repetition_penalty: float | None = None,
-        no_repeat_ngram_size: int | None = None,
-        min_new_tokens: int | None = None,
-    ) -> list[list[int]]:
+    def generate_ids(self, source_ids: Sequence[Sequence[int]], **options) -> list[list[int]]:
         """Decode token-id inputs (with their `</s>`, as our tokenizer makes them); returns the generated ids
-        without the decoder start token and without `</s>`. The options are generate()'s, with its defaults
-        (sampling from the 50 likeliest tokens); CTranslate2 samples with one beam only."""
-        num_beams = num_beams or self.defaults["num_beams"]
-        if do_sample and num_beams > 1:
-            raise ValueError(
-                f"CTranslate2 samples with one beam, not num_beams={num_beams}: pass num_beams=1 with "
-                "do_sample=True."
-            )
+        without the decoder start token and without `</s>`.
+
+        `options` are CTranslate2's own, the keywords of `ctranslate2.Translator.translate_batch`
+        (`beam_size`, `length_penalty`, `max_decoding_length`, `sampling_topk`, ...). One left out, or None,
+        is the export's saved decoding (`beam_size`, `length_penalty` and `max_decoding_length`, from the
+        source model's generation config), else CTranslate2's default, except `min_decoding_length`: 0, as
+        generate() has it (CTranslate2 forbids an empty output by default, and an immediate </s> must decode
+        the same on both). The package's decoding options reach these keywords through
+        `hf_vanilla_transformer.decoding.backends.ctranslate2_options`."""
         limit = self.defaults["max_position_embeddings"]
         too_long = [index for index, ids in enumerate(source_ids) if len(ids) > limit]
         if too_long:
@@ -155,22 +146,15 @@ class CTranslate2Seq2Seq:
                 f"Inputs {too_long[:5]} are longer than the model's {limit} positions; truncate them "
                 f"(e.g. tokenizer truncation with max_length={limit})."
             )
+        settings = {
+            "beam_size": self.defaults["num_beams"],
+            "length_penalty": self.defaults["length_penalty"],
+            "max_decoding_length": self.defaults["max_length"],
+            "min_decoding_length": 0,
+        }
+        settings.update({name: value for name, value in options.items() if value is not None})
         tokens = [[self.tokenizer.id_to_token(index) for index in ids] for ids in source_ids]
-        results = self.translator.translate_batch(
-            tokens,
-            beam_size=num_beams,
-            length_penalty=self.defaults["length_penalty"] if length_penalty is None else length_penalty,
-            max_decoding_length=max_new_tokens or self.defaults["max_length"],
-            # CTranslate2 forbids an empty output by default; generate() does not (min_length 0), and an
-            # immediate </s> must decode the same on both.
-            min_decoding_length=min_new_tokens or 0,
-            max_batch_size=max_batch_size,
-            sampling_topk=(50 if top_k is None else top_k) if do_sample else 1,
-            sampling_topp=1.0 if top_p is None else top_p,
-            sampling_temperature=1.0 if temperature is None else temperature,
-            repetition_penalty=1.0 if repetition_penalty is None else repetition_penalty,
-            no_repeat_ngram_size=no_repeat_ngram_size or 0,
-        )
+        results = self.translator.translate_batch(tokens, **settings)
         return [[self.tokenizer.token_to_id(token) for token in result.hypotheses[0]] for result in results]
 
     def generate(
@@ -180,11 +164,11 @@ class CTranslate2Seq2Seq:
         source_lang: str | None = None,
         **kwargs,
     ) -> list[str]:
-        """Translate `texts` with `generate_ids(**kwargs)`. A text of several sentences is translated
-        sentence by sentence and joined again with its line breaks, as the package's pipeline does: by the
-        rules of `source_lang`, else of the model's source language (recorded at export), else English
-        (`split_sentences=False` hands each text to the model whole). Each text is read as the pipeline reads
-        it (`sentences.normalize_text`)."""
+        """Translate `texts` with `generate_ids(**kwargs)` (CTranslate2's keywords: `beam_size=1`, ...). A
+        text of several sentences is translated sentence by sentence and joined again with its line breaks, as
+        the package's pipeline does: by the rules of `source_lang`, else of the model's source language
+        (recorded at export), else English (`split_sentences=False` hands each text to the model whole). Each
+        text is read as the pipeline reads it (`sentences.normalize_text`)."""
         texts = [normalize_text(text) for text in texts]
         if not split_sentences:
             return self._generate_texts(texts, **kwargs)

@@ -65,7 +65,10 @@ def folder_repairs(folder: Path, where: str) -> dict[str, Path | str]:
     name: each outdated code file (the package's, as a path); config.json with the bare model in `auto_map`
     if it lacks it (as `save_pretrained` writes it now) and, for a translation folder, the languages its
     evaluation reports name if it records none (`langs`); generation_config.json as v5 writes one
-    (`slim_generation_config`). Other files, weights included, are never touched."""
+    (`slim_generation_config`). Other files, weights included, are never touched. The lengths a model was
+    trained with (`max_source_length`, `max_target_length`) are not added to a folder that lacks them:
+    nothing in it says what they were (its reports name the data, not the lengths), and without them it
+    decodes as it did, its sources cut at its positions."""
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     check_model_config(config, where)
     repairs: dict[str, Path | str] = {name: CODE_FILES[name] for name in outdated_code_files(folder)}

@@ -1,15 +1,12 @@
 """`Task`: what a task defines. The defaults make a plain text-to-text task out of a name and two columns:
 data a task's `make_data` writes (scripts/prepare_data.py), a joint BPE tokenizer over both columns, exact
-match as the metric, inputs taken whole. A task overrides what differs; docs/tasks.md walks through one.
+match (the metric every task reports), inputs taken whole. A task overrides what differs; docs/tasks.md walks
+through one.
 """
 
 from __future__ import annotations
 
-import functools
-import inspect
-import warnings
 from pathlib import Path
-from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from datasets import Dataset, DatasetDict
@@ -57,12 +54,6 @@ class Task:
     splits_into_sentences: ClassVar[bool] = False
     # The task of a model whose config names none (folders saved before configs recorded it, imports).
     claims_unnamed_models: ClassVar[bool] = False
-
-    def __init_subclass__(cls, **kwargs):
-        super().__init_subclass__(**kwargs)
-        for hook in ARGS_HOOKS:
-            if hook in cls.__dict__:
-                setattr(cls, hook, _hook_of_either_version(cls.__dict__[hook], hook))
 
     @property
     def data_made_by(self) -> str:
@@ -137,31 +128,34 @@ class Task:
         """Why the task's options forbid reading the train split as a stream, if they do."""
         return None
 
-    def load_metric(self):
-        """What `score` gets as `metric`: an `evaluate` module, or None for the default exact match."""
-        return None
-
-    def score(self, metric, predictions: list[str], references: list[str]) -> dict[str, Any]:
-        """The metric's numbers, flat (plus signature strings where the metric has them). No predictions, or
-        not one reference for each, are refused first: `evaluate` fails on them deep inside, and `zip` would
-        score the shorter list alone."""
-        check_pairs(predictions, references, "exact match" if metric is None else "a metric")
-        if metric is not None:
-            return dict(metric.compute(predictions=predictions, references=references))
+    def score(self, predictions: list[str], references: list[str]) -> dict[str, Any]:
+        """Every score of `predictions` against one reference each, flat: first what every task reports (exact
+        match and its binomial standard error: a metric for every task is added here), then the task's own
+        (`task_scores`). Evaluation reports and training's validation both take these. No predictions, or not
+        one reference for each, are refused first: `zip` would score the shorter list alone."""
+        check_pairs(predictions, references, "exact match")
         share = sum(map(exact_match, predictions, references)) / len(predictions)
-        return {"exact_match": share, "exact_match_stderr": binomial_standard_error(share, len(predictions))}
+        every_task = {
+            "exact_match": share,
+            "exact_match_stderr": binomial_standard_error(share, len(predictions)),
+        }
+        return {**every_task, **self.task_scores(predictions, references)}
+
+    def task_scores(self, predictions: list[str], references: list[str]) -> dict[str, Any]:
+        """The task's own scores beside those every task reports (`score`), flat: numbers, and signature
+        strings where the metric has them. `score` has checked that the pairs match up."""
+        return {}
 
     def report_details(
         self,
-        metric,
         sources: list[str],
         predictions: list[str],
         references: list[str],
         train_sources,
         options,
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        """Extra metrics and extra report sections (breakdowns) of an evaluation report; `train_sources`, when
-        not None, reads the training sources when called."""
+        """Extra metrics and extra report sections (breakdowns) of an evaluation report, not computed during
+        training; `train_sources`, when not None, reads the training sources when called."""
         return {}, {}
 
     def train_tokenizer(self, corpus, vocab_size: int, options, **settings):
@@ -175,67 +169,3 @@ class Task:
     def tokenizer_check_texts(self, validation: Dataset) -> dict[str, list[str]]:
         """Groups of validation texts on which `scripts/train_tokenizer.py` reports tokens per text."""
         return {column: validation[column] for column in self.tokenizer_columns}
-
-
-# The hooks that 0.6 gave the command line's arguments (`args.options`, `args.dataset`) instead of the task's
-# options: a task file written for 0.6 keeps working until 0.8.0, with a warning.
-ARGS_HOOKS = (
-    "languages",
-    "text_fields",
-    "load_raw",
-    "add_training_data",
-    "held_out_data",
-    "refuses_streaming",
-    "report_details",
-)
-
-
-class ArgsOf06(SimpleNamespace):
-    """What a hook written for 0.6 is given as `args`: `options` (the task's), and for `load_raw` also
-    `dataset` and `dataset_config`. The rest of 0.6's command-line arguments is no longer a hook's to read."""
-
-
-def _takes_args(method) -> bool:
-    """Whether a hook was written for 0.6: a parameter named `args` (not `*args`) where the options go."""
-    parameter = inspect.signature(method).parameters.get("args")
-    return parameter is not None and parameter.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD
-
-
-def _hook_of_either_version(method, hook: str):
-    """`method` (a task's `hook`) called the way hooks are called now, whichever way it was written; and, for
-    a hook written for 0.6 that calls another one (`super().text_fields(args)`), called with `args` too."""
-    of_0_6 = _takes_args(method)
-    told = []
-
-    @functools.wraps(method)
-    def either(self, *given, **named):
-        args_given = given and isinstance(given[0 if hook == "load_raw" else -1], ArgsOf06)
-        if of_0_6 and not args_given:
-            if not told:  # once per hook: its author needs the line, not a warning per batch
-                told.append(True)
-                code = method.__code__
-                warnings.warn_explicit(
-                    f"{type(self).__name__}.{hook} takes `args`: since hf-vanilla-transformer 0.7.0 every "
-                    "task hook takes the task's options instead (docs/tasks.md); `args` goes in 0.8.0.",
-                    FutureWarning,
-                    code.co_filename,
-                    code.co_firstlineno,
-                )
-            if hook == "load_raw":
-                dataset, dataset_config, options, *streaming = given
-                args = ArgsOf06(dataset=dataset, dataset_config=dataset_config, options=options)
-                return method(self, args, *streaming, **named)
-            *data, options = given
-            return method(self, *data, ArgsOf06(options=options), **named)
-        if args_given and not of_0_6:  # a hook of 0.6 calling this one with its `args`
-            if hook == "load_raw":
-                args, *streaming = given
-                return method(self, args.dataset, args.dataset_config, args.options, *streaming, **named)
-            return method(self, *given[:-1], given[-1].options, **named)
-        return method(self, *given, **named)
-
-    return either
-
-
-for _hook in ARGS_HOOKS:  # Task's own defaults answer a hook of 0.6 that calls them with its `args`
-    setattr(Task, _hook, _hook_of_either_version(getattr(Task, _hook), _hook))

@@ -16,6 +16,7 @@ from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 from ..data.preprocessing import LABEL_PAD_TOKEN_ID, tokenize_pairs, tokenize_stream
 from ..errors import UsageError
+from ..lengths import LengthArguments
 from ..options import Options
 from .base import Task
 from .registry import get_task, option_types, registered_tasks, task_named_in
@@ -129,8 +130,9 @@ class DatasetArguments(TaskChoice, Options):
 
 
 @dataclass
-class DataArguments(DatasetArguments):
-    """Which data to train on, and how to tokenize it (how it is batched is training's:
+class DataArguments(LengthArguments, DatasetArguments):
+    """Which data to train on, and how to tokenize it: the lengths of a pair's sides and what becomes of a
+    longer pair are `lengths.LengthArguments`' (how it is batched is training's:
     `training.RecipeArguments`)."""
 
     # A fresh model has no task of its own to default to: required (`task_spec` says so when it is missing).
@@ -141,12 +143,6 @@ class DataArguments(DatasetArguments):
     tokenizer: str | None = field(
         default=None,
         metadata={"help": "Required. Tokenizer folder (scripts/train_tokenizer.py) or Hub name."},
-    )
-    max_source_length: int = field(
-        default=256, metadata={"help": "Longer pairs are dropped (and counted).", "range": ">= 1"}
-    )
-    max_target_length: int = field(
-        default=256, metadata={"help": "Longer pairs are dropped (and counted).", "range": ">= 1"}
     )
     max_train_examples: int | None = field(
         default=None, metadata={"help": "Use only the first N training pairs.", "range": ">= 1"}
@@ -174,6 +170,14 @@ class DataArguments(DatasetArguments):
         },
     )
 
+    def record_in(self, config) -> None:
+        """`DatasetArguments.record_in`, and the lengths of the pairs the model is trained on
+        (`max_source_length`, `max_target_length`): decoding cuts a source to the length it was trained
+        with."""
+        super().record_in(config)
+        config.max_source_length = self.max_source_length
+        config.max_target_length = self.max_target_length
+
 
 def load_split_texts(args: DatasetArguments, split) -> tuple[list[str], list[str]]:
     """Source and target texts of one split (a `Dataset`) of the task's raw data."""
@@ -186,8 +190,9 @@ def load_split_texts(args: DatasetArguments, split) -> tuple[list[str], list[str
 
 def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> DatasetDict:
     """Load, subsample (if asked), augment (if asked) and tokenize the task's data; too-long pairs are dropped
-    and counted, and a tokenizer that does not fit the data is refused (`check_tokenizer_fits`). With
-    `args.streaming`, the training split is a tokenized `IterableDataset` (`prepare_stream`)."""
+    or truncated (`args.long_pairs`) and counted, and a tokenizer that does not fit the data is refused
+    (`check_tokenizer_fits`). With `args.streaming`, the training split is a tokenized `IterableDataset`
+    (`prepare_stream`)."""
     if args.streaming:
         return prepare_stream(args, tokenizer)
     task = args.task_spec
@@ -203,7 +208,14 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     raw = task.add_training_data(raw, held_out, args.options)
     source, target = task.text_fields(args.options)
     tokenized, _ = tokenize_pairs(
-        raw, tokenizer, source, target, args.max_source_length, args.max_target_length, num_proc=args.num_proc
+        raw,
+        tokenizer,
+        source,
+        target,
+        args.max_source_length,
+        args.max_target_length,
+        num_proc=args.num_proc,
+        long_pairs=args.long_pairs,
     )
     fitted = tokenized.get("train", next(iter(tokenized.values())))
     check_tokenizer_fits(fitted, tokenizer, args)
@@ -216,8 +228,8 @@ _STREAM_SHARDS = 64
 
 def prepare_stream(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> dict:
     """`prepare_dataset` for `--streaming`: the training split a stream, tokenized as it is read (too-long
-    pairs dropped as they come); the held-out splits read whole and tokenized as `prepare_dataset` does. The
-    tokenizer is checked on the stream's first pairs."""
+    pairs dropped or truncated as they come); the held-out splits read whole and tokenized as
+    `prepare_dataset` does. The tokenizer is checked on the stream's first pairs."""
     task = args.task_spec
     refusal = task.refuses_streaming(args.options)
     if refusal:
@@ -239,10 +251,11 @@ def prepare_stream(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> d
             dataset = dataset.select(range(min(limit, dataset.num_rows)))
         held_out[split] = dataset
     source, target = task.text_fields(args.options)
+    lengths = (args.max_source_length, args.max_target_length)
     tokenized, _ = tokenize_pairs(
-        held_out, tokenizer, source, target, args.max_source_length, args.max_target_length, args.num_proc
+        held_out, tokenizer, source, target, *lengths, args.num_proc, long_pairs=args.long_pairs
     )
-    stream = tokenize_stream(train, tokenizer, source, target, args.max_source_length, args.max_target_length)
+    stream = tokenize_stream(train, tokenizer, source, target, *lengths, long_pairs=args.long_pairs)
     check_tokenizer_fits(Dataset.from_list(list(stream.take(_CHECKED_ROWS))), tokenizer, args)
     return {"train": stream, **tokenized}
 
@@ -310,12 +323,11 @@ def decode_for_metrics(tokenizer: PreTrainedTokenizerBase, token_ids) -> list[st
 
 def make_compute_metrics(task: Task, tokenizer: PreTrainedTokenizerBase):
     """`compute_metrics` for `Seq2SeqTrainer(predict_with_generate=True)`: the task's numbers, no strings."""
-    metric = task.load_metric()
 
     def compute_metrics(prediction: EvalPrediction) -> dict[str, float]:
         predictions = decode_for_metrics(tokenizer, prediction.predictions)
         references = decode_for_metrics(tokenizer, prediction.label_ids)
-        scores = task.score(metric, predictions, references)
+        scores = task.score(predictions, references)
         return {k: v for k, v in scores.items() if not isinstance(v, str)}
 
     return compute_metrics

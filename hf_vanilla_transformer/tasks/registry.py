@@ -73,6 +73,7 @@ def register_task(cls: type[Task]) -> type[Task]:
             f"{cls.__module__}.{cls.__qualname__}; rename one."
         )
     if known is None:
+        check_task_hooks(cls)
         check_task_options(cls)
         _TASKS[name] = cls()
     if _registering is not None:
@@ -85,6 +86,22 @@ def _takes_numbers(hint) -> bool:
     if isinstance(hint, str):  # an annotation `get_type_hints` could not resolve: read as written
         return bool(re.search(r"\b(int|float)\b", hint))
     return hint in (int, float) or any(_takes_numbers(arg) for arg in typing.get_args(hint))
+
+
+def check_task_hooks(cls: type[Task]) -> None:
+    """Refuse, as it registers, a task written for the scoring hooks before 1.0.0 (`load_metric`, and a
+    `metric` parameter of `score` or `report_details`): called the way hooks are called now, it would be
+    ignored or fail only once a run's first validation or an evaluation's decoding is done."""
+    scoring = [name for name in ("score", "report_details") if name in cls.__dict__]
+    old = [name for name in scoring if "metric" in inspect.signature(cls.__dict__[name]).parameters]
+    if "load_metric" in cls.__dict__:
+        old.insert(0, "load_metric")
+    if old:
+        raise UsageError(
+            f"Task {cls.__qualname__} defines {', '.join(old)} as tasks did before hf-vanilla-transformer "
+            "1.0.0: compute its own scores in `task_scores(self, predictions, references)`, without a "
+            "metric object (Task.score adds exact match; docs/tasks.md)."
+        )
 
 
 def check_task_options(cls: type[Task]) -> None:

@@ -15,7 +15,6 @@ from transformers import (
     Seq2SeqTrainingArguments,
 )
 
-from .._moved import moved_name
 from ..configuration_vanilla_transformer import PRESETS
 from ..devices import default_mixed_precision, tf32_available
 from ..errors import UsageError
@@ -318,7 +317,3 @@ def precision_flags(bf16: bool | None, fp16: bool | None, use_cpu: bool) -> tupl
 
 
 TRAINING_ARGUMENTS = (ModelArguments, DataArguments, RecipeArguments, PaperSeq2SeqTrainingArguments)
-
-
-def __getattr__(name: str):
-    return moved_name(__name__, name)

@@ -6,6 +6,7 @@ docs/training.md, "Faults and resuming".
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import errno
 import logging
@@ -15,6 +16,7 @@ import signal
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 from transformers import TrainerCallback
@@ -287,3 +289,15 @@ def disk_full_error(folder: str | Path, error: BaseException) -> DiskFullError:
         f"--resume_from_checkpoint true, which takes the newest whole checkpoint ({type(error).__name__}: "
         f"{cause})",
     )
+
+
+@contextlib.contextmanager
+def naming_a_full_disk(folder: str | Path) -> Iterator[None]:
+    """A full disk while training writes into `folder` is said in one line (torch's writer says "unexpected
+    pos"), not in a traceback."""
+    try:
+        yield
+    except (OSError, RuntimeError) as error:
+        if is_disk_full(error, folder):
+            raise disk_full_error(folder, error) from error
+        raise

@@ -9,7 +9,8 @@ would go on with other batches or another model: it is refused in one line that 
 values, before any data is read where that is possible; `--allow_changed_options NAME ...` (or `all`) goes
 on anyway, and the log names each change. Options a checkpoint restores whatever is given (the optimizer's
 settings) are not refused: a change is said to have no effect. A checkpoint of an earlier version, which
-holds no record, is resumed unchecked, with a line saying so.
+holds no record, is resumed unchecked, with a line saying so; a record of a version before an option was
+recorded holds the value every run had then (`RECORDED_SINCE`: `--long_pairs drop`).
 
 Why the training pairs are identified by the lengths of their sides and the sums of their token ids rather
 than by `datasets`' fingerprint: a fingerprint is random for data built in memory (text files a task reads),
@@ -49,9 +50,19 @@ ALLOW_OPTION = "--allow_changed_options"
 TOKENIZER, DATASET, MODEL_CONFIG = "tokenizer", "dataset", "model_config"
 # The options of `DataArguments` that decide which training pairs there are; with one of them changed (and
 # allowed), other pairs are a consequence, not a second change.
-DATA_OPTIONS = ("task", "max_source_length", "max_target_length", "max_train_examples", "streaming")
+DATA_OPTIONS = (
+    "task",
+    "max_source_length",
+    "max_target_length",
+    "long_pairs",
+    "max_train_examples",
+    "streaming",
+)
+# A record made before one of these options was recorded lacks it, and every run then had the value given
+# here: such a record is read as holding it, so that its checkpoint resumes with it and is refused another.
+RECORDED_SINCE = {"long_pairs": "drop"}
 # Model config fields that do not describe the model: the library's version, where it was loaded from, and
-# what the data records in it after the model is built (`DataArguments.record_in`).
+# what the data records in it after the model is built (`DataArguments.record_in`: options checked as such).
 NOT_THE_MODEL = (
     "transformers_version",
     "_name_or_path",
@@ -60,6 +71,8 @@ NOT_THE_MODEL = (
     "torch_dtype",
     "task",
     "langs",
+    "max_source_length",
+    "max_target_length",
 )
 STREAM_PAIRS = 1000  # the first pairs of a streamed corpus that stand for it
 _CHUNK = 100_000  # rows of a split read at a time
@@ -149,6 +162,7 @@ class ResumeContract:
             **data_args.options_record(),
             "max_source_length": data_args.max_source_length,
             "max_target_length": data_args.max_target_length,
+            "long_pairs": data_args.long_pairs,
             "max_train_examples": data_args.max_train_examples,
             "streaming": data_args.streaming,
             **checked,
@@ -209,7 +223,7 @@ class ResumeContract:
             return
         try:
             then = json.loads(path.read_text(encoding="utf-8"))
-            then["options"].items()
+            then["options"] = {**RECORDED_SINCE, **then["options"]}
         except (ValueError, KeyError, TypeError, AttributeError) as error:
             raise CorruptFileError(
                 f"{path} does not parse ({error}): resume from an earlier checkpoint."

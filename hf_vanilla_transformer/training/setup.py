@@ -1,7 +1,9 @@
-"""Setting a training run up from its options (`arguments`): the output folder (`prepare_output_dir`), the
-tokenizer, the data, the seeded model (`build_model`), eq. 3's learning rate or a fine-tuning schedule
-(`choose_schedule`), the checks made before the first step, and what a resumed run must match
-(`set_up_training`, `prepare_training`), for both training scripts."""
+"""The steps a training run is set up by, shared by both training scripts (`run.run_training`, the Trainer's,
+and `scripts/train_accelerate.py`'s plain loop), in their order: the options refused before anything is read
+(`check_options`, and `check_trainer_options` for what only the Trainer reads); the model's configuration
+from the tokenizer (`model_config`); the checks before any data is read (`check_lengths_fit`, `resume_point`,
+`prepare_output_dir`, `choose_schedule`, `check_resume`); the tokenized data (`tokenized_data`); the seeded
+model (`seeded_model`). A step refuses in the same words whichever script takes it."""
 
 from __future__ import annotations
 
@@ -19,7 +21,6 @@ from accelerate import PartialState
 from datasets import DatasetDict
 from transformers import (
     AutoConfig,
-    AutoTokenizer,
     PreTrainedTokenizerBase,
     SchedulerType,
     Seq2SeqTrainingArguments,
@@ -30,6 +31,7 @@ from transformers.training_args import ParallelMode
 
 from ..configuration_vanilla_transformer import VanillaTransformerConfig
 from ..errors import ExistingPathError, UsageError
+from ..lengths import MIN_SIDE_LENGTH, check_length
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..outputs import UNFINISHED_SUFFIX, check_not_a_file, exists_on_disk
 from ..readers import read_json
@@ -58,41 +60,59 @@ from .schedules import paper_peak_learning_rate
 logger = logging.getLogger(__name__)
 
 
-# What a training run writes into its output_dir (the Trainer's checkpoints, the plain loop's states): an
-# earlier run's files are not trained over unasked (`prepare_output_dir`).
-RUN_FILES = ("checkpoint-*", "state-*", "final", f"final{UNFINISHED_SUFFIX}", LOSS_LOG_NAME, LOSS_PLOT_NAME)
+# Options: refused in one line before anything is read.
 
 
-def prepare_output_dir(output_dir: str | Path, resuming: bool, overwrite: bool) -> None:
-    """Refuse to train into an earlier run's output_dir unless asked (`overwrite`, which then deletes that
-    run's files, and only those), or continuing it (`resuming`). Otherwise the new run would rotate away the
-    earlier run's checkpoints, append to its loss log and replace its final model."""
-    check_not_a_file(output_dir)
-    if resuming:
-        return
-    folder = Path(output_dir)
-    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")) and not overwrite:
-        raise ExistingPathError(
-            f"{folder} holds a saved model (config.json and weights): a run would fill it with its "
-            "checkpoints. Give another --output_dir (start from the model with --model), or pass "
-            "--overwrite to train into it anyway."
+def check_trainer_options(
+    data_args: DataArguments, recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments
+) -> None:
+    """Refuse what only the Trainer reads and cannot train with: a launch whose processes would not train
+    together, recipe options that do not combine, a stream without a token budget or a step count."""
+    check_processes_train_together(training_args)
+    recipe_args.check(training_args)
+    if data_args.streaming:
+        check_streaming(recipe_args, training_args)
+
+
+def check_processes_train_together(training_args: Seq2SeqTrainingArguments) -> None:
+    """Refuse a launch of several processes that would not train as one. On a machine without GPUs,
+    `accelerate launch` (or torchrun) starts the processes, but unless `use_cpu` reaches the Trainer each
+    of them trains the whole model on all the data alone, and all of them write into the same output_dir."""
+    launched = int(os.environ.get("WORLD_SIZE", "1"))
+    alone = training_args.parallel_mode in (ParallelMode.NOT_PARALLEL, ParallelMode.NOT_DISTRIBUTED)
+    if launched > 1 and alone:
+        raise UsageError(
+            f"Launched as {launched} processes, but they would not train together: each would train alone on "
+            "all the data, into the same output_dir. On a machine without GPUs pass --use_cpu true (the "
+            "processes then train as one, over gloo)."
         )
-    earlier = sorted(path.name for pattern in RUN_FILES for path in folder.glob(pattern))
-    if not earlier:
-        return
-    if not overwrite:
-        shown = ", ".join(earlier[:4]) + (", ..." if len(earlier) > 4 else "")
-        raise ExistingPathError(
-            f"{folder} holds an earlier training run ({shown}): pass --overwrite to replace it, "
-            "--resume_from_checkpoint true to continue it, or another --output_dir."
+
+
+def check_streaming(recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments) -> None:
+    """Refuse a streamed run that cannot be one, before any data is read; a resumed streamed run goes on from
+    the position its checkpoint records (`streaming.load_stream_state`), not by reading the batches again."""
+    if recipe_args.max_tokens is None:
+        raise UsageError("--streaming batches by a token budget: set --max_tokens (e.g. 4096).")
+    if training_args.max_steps is None or training_args.max_steps <= 0:
+        raise UsageError("A stream has no length to count epochs in: set --max_steps for --streaming.")
+    training_args.ignore_data_skip = True
+
+
+def check_options(model_args: ModelArguments, data_args: DataArguments, output_dir: str | Path) -> None:
+    """Refuse what neither training script can train with: an output that is a file, no tokenizer, a
+    misspelt configuration field, a tokenizer or `--model` that is not where it is said to be, a `--model`
+    trained for another task."""
+    check_not_a_file(output_dir)  # first: a file named as the output is no run's, whatever else is wrong
+    if not data_args.tokenizer:
+        raise UsageError(
+            "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "
+            "a Hub name)."
         )
-    for name in earlier:
-        path = folder / name
-        # Every process of a multi-process run may get here; what another already deleted is gone.
-        if path.is_dir():
-            shutil.rmtree(path, ignore_errors=True)
-        else:
-            path.unlink(missing_ok=True)
+    # A misspelt config field is an option's mistake: refused with the options, before the tokenizer is read.
+    load_config_overrides(model_args.config_overrides)
+    check_tokenizer_location(data_args.tokenizer)
+    if model_args.model:
+        check_model_for_task(model_args.model, data_args.task)
 
 
 # What `config_overrides` may set: the names `VanillaTransformerConfig(...)` takes (its own fields and
@@ -148,6 +168,9 @@ def check_config_fields(overrides: dict) -> None:
         "keep it unread and build the model without it. Correct the name (the configuration's docstring "
         "lists its fields)."
     )
+
+
+# Tokenizer and configuration: the configuration the model will be built from, read first.
 
 
 def check_vocabulary(values: dict, tokenizer, model: str | None = None) -> None:
@@ -208,16 +231,112 @@ def model_config(model_args: ModelArguments, tokenizer) -> VanillaTransformerCon
     return VanillaTransformerConfig.from_preset(model_args.preset, **fields)
 
 
-def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
-    """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
-    if model_args.model:
-        check_model_location(model_args.model)  # a mistyped folder is named, not sent to the Hub
-        return VanillaTransformerForConditionalGeneration.from_pretrained(
-            model_args.model, attn_implementation=model_args.attn_implementation
+# Checks: what cannot be trained or resumed, refused before any data is read.
+
+
+def check_lengths_fit(data_args: DataArguments, config: VanillaTransformerConfig) -> None:
+    """Refuse, before the first step, a recipe whose pairs can be longer than the model's positions: training
+    would run until the first such batch and fail there (`lengths.check_length`)."""
+    positions = "the model's max_position_embeddings"
+    fix = "build the model with more positions (--config_overrides '{\"max_position_embeddings\": ...}')"
+    for name in ("max_source_length", "max_target_length"):
+        check_length(
+            name,
+            getattr(data_args, name),
+            {positions: config.max_position_embeddings},
+            fixes={positions: fix},
+            minimum=MIN_SIDE_LENGTH,
         )
-    return VanillaTransformerForConditionalGeneration._from_config(
-        model_config(model_args, tokenizer), attn_implementation=model_args.attn_implementation
+
+
+class RunOptions(Protocol):
+    """What `resume_point` reads of a training script's own options, which `PaperSeq2SeqTrainingArguments`
+    and the plain loop's `LoopArguments` both hold."""
+
+    output_dir: str
+    resume_from_checkpoint: str | bool | None  # set to the checkpoint it names (`resolve_resume`)
+
+
+def resume_point(
+    run: RunOptions,
+    contract: ResumeContract,
+    model_args: ModelArguments,
+    data_args: DataArguments,
+    finished: Callable[[str], str | None],
+    checkpoint_prefix: str = PREFIX_CHECKPOINT_DIR,
+) -> tuple[str | None, bool]:
+    """The checkpoint the run resumes from, a `<checkpoint_prefix>-<step>` folder or None for a new run
+    (`resolve_resume`), which becomes `run.resume_from_checkpoint`; and whether the run goes on past a final
+    folder, which its end will replace.
+
+    `finished(checkpoint)` says whether the checkpoint ends its run (the line to say, or None): if its final
+    folder was saved after it, there is nothing to do, and `RunFinished` is raised. A new run has its
+    --allow_changed_options names checked against those its records will hold (`contract`)."""
+    run.resume_from_checkpoint = checkpoint = resolve_resume(
+        run.resume_from_checkpoint, run.output_dir, checkpoint_prefix
     )
+    if not checkpoint:
+        contract.check_allowed_names(model_args, data_args)
+        return None, False
+    return checkpoint, say_if_finished(run.output_dir, checkpoint, finished)
+
+
+def say_if_finished(output_dir: str | Path, checkpoint: str, finished: Callable[[str], str | None]) -> bool:
+    """Raise `RunFinished` when `checkpoint` ends its run and the final folder was saved after it. Returns
+    whether the run goes on past a final folder (which its end will replace)."""
+    final = Path(output_dir) / "final"
+    message = finished(checkpoint)
+    if message is not None and final_is_current(final, checkpoint):
+        raise RunFinished(message)
+    return message is None and final.is_dir()
+
+
+def trainer_run_finished(
+    checkpoint: str, training_args: PaperSeq2SeqTrainingArguments, recipe_args: RecipeArguments
+) -> str | None:
+    """`resume_point`'s `finished` for the Trainer: the line a run resumed from `checkpoint` says if that
+    checkpoint ends it (`run_is_over`: its steps, its epochs or its time budget spent), else None."""
+    if not run_is_over(checkpoint, training_args, recipe_args):
+        return None
+    reached, further = how_it_ended(checkpoint, training_args, recipe_args)
+    return finished_message(training_args.output_dir, checkpoint, reached, further)
+
+
+# What a training run writes into its output_dir (the Trainer's checkpoints, the plain loop's states): an
+# earlier run's files are not trained over unasked (`prepare_output_dir`).
+RUN_FILES = ("checkpoint-*", "state-*", "final", f"final{UNFINISHED_SUFFIX}", LOSS_LOG_NAME, LOSS_PLOT_NAME)
+
+
+def prepare_output_dir(output_dir: str | Path, resuming: bool, overwrite: bool) -> None:
+    """Refuse to train into an earlier run's output_dir unless asked (`overwrite`, which then deletes that
+    run's files, and only those), or continuing it (`resuming`). Otherwise the new run would rotate away the
+    earlier run's checkpoints, append to its loss log and replace its final model."""
+    check_not_a_file(output_dir)
+    if resuming:
+        return
+    folder = Path(output_dir)
+    if (folder / "config.json").is_file() and any(folder.glob("*.safetensors")) and not overwrite:
+        raise ExistingPathError(
+            f"{folder} holds a saved model (config.json and weights): a run would fill it with its "
+            "checkpoints. Give another --output_dir (start from the model with --model), or pass "
+            "--overwrite to train into it anyway."
+        )
+    earlier = sorted(path.name for pattern in RUN_FILES for path in folder.glob(pattern))
+    if not earlier:
+        return
+    if not overwrite:
+        shown = ", ".join(earlier[:4]) + (", ..." if len(earlier) > 4 else "")
+        raise ExistingPathError(
+            f"{folder} holds an earlier training run ({shown}): pass --overwrite to replace it, "
+            "--resume_from_checkpoint true to continue it, or another --output_dir."
+        )
+    for name in earlier:
+        path = folder / name
+        # Every process of a multi-process run may get here; what another already deleted is gone.
+        if path.is_dir():
+            shutil.rmtree(path, ignore_errors=True)
+        else:
+            path.unlink(missing_ok=True)
 
 
 def choose_schedule(
@@ -275,42 +394,14 @@ def choose_schedule(
     )
 
 
-def check_lengths_fit(data_args: DataArguments, config: VanillaTransformerConfig) -> None:
-    """Refuse, before the first step, a recipe whose pairs can be longer than the model's positions: training
-    would run until the first such batch and fail there."""
-    longest = max(data_args.max_source_length, data_args.max_target_length)
-    if longest > config.max_position_embeddings:
-        raise UsageError(
-            f"max_source_length {data_args.max_source_length} / max_target_length "
-            f"{data_args.max_target_length} allow pairs of {longest} tokens, but the model has "
-            f"max_position_embeddings={config.max_position_embeddings}: lower the lengths to at most "
-            f"{config.max_position_embeddings}, or build the model with more positions "
-            "(--config_overrides '{\"max_position_embeddings\": ...}')."
-        )
-
-
-def check_processes_train_together(training_args: Seq2SeqTrainingArguments) -> None:
-    """Refuse a launch of several processes that would not train as one. On a machine without GPUs,
-    `accelerate launch` (or torchrun) starts the processes, but unless `use_cpu` reaches the Trainer each
-    of them trains the whole model on all the data alone, and all of them write into the same output_dir."""
-    launched = int(os.environ.get("WORLD_SIZE", "1"))
-    alone = training_args.parallel_mode in (ParallelMode.NOT_PARALLEL, ParallelMode.NOT_DISTRIBUTED)
-    if launched > 1 and alone:
-        raise UsageError(
-            f"Launched as {launched} processes, but they would not train together: each would train alone on "
-            "all the data, into the same output_dir. On a machine without GPUs pass --use_cpu true (the "
-            "processes then train as one, over gloo)."
-        )
-
-
-def check_streaming(recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments) -> None:
-    """Refuse a streamed run that cannot be one, before any data is read; a resumed streamed run goes on from
-    the position its checkpoint records (`streaming.load_stream_state`), not by reading the batches again."""
-    if recipe_args.max_tokens is None:
-        raise UsageError("--streaming batches by a token budget: set --max_tokens (e.g. 4096).")
-    if training_args.max_steps is None or training_args.max_steps <= 0:
-        raise UsageError("A stream has no length to count epochs in: set --max_steps for --streaming.")
-    training_args.ignore_data_skip = True
+def trainer_contract(
+    data_args: DataArguments, recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments
+) -> ResumeContract:
+    """The `ResumeContract` of a Trainer run: its options read once `choose_schedule` has filled them."""
+    return ResumeContract(
+        lambda: trainer_resume_options(data_args, recipe_args, training_args),
+        recipe_args.allow_changed_options,
+    )
 
 
 def trainer_resume_options(
@@ -369,154 +460,86 @@ def trainer_resume_options(
     return checked, restored
 
 
-class RunOptions(Protocol):
-    """What `set_up_training` reads of a training script's own options, which `PaperSeq2SeqTrainingArguments`
-    and the plain loop's `LoopArguments` both hold."""
-
-    output_dir: str
-    resume_from_checkpoint: str | bool | None  # set to the checkpoint it names (`resolve_resume`)
-    seed: int
-
-
-def set_up_training(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    run: RunOptions,
-    overwrite: bool,
+def check_resume(
+    checkpoint: str | None,
+    contract: ResumeContract,
+    config: VanillaTransformerConfig,
+    output_dir: str | Path,
     state: PartialState,
+    replaces_final: bool,
     checkpoint_prefix: str = PREFIX_CHECKPOINT_DIR,
-    before_reading_data: Callable[[VanillaTransformerConfig], None] | None = None,
-    contract: ResumeContract | None = None,
-    finished: Callable[[str], str | None] | None = None,
-) -> tuple[PreTrainedTokenizerBase, DatasetDict, VanillaTransformerForConditionalGeneration]:
-    """What both training scripts start from: the tokenizer, the tokenized splits and the model, built after
-    seeding with `run.seed` (so that a recipe's seed fixes the initial weights too) and recording the task.
-    Refuses, in one line and before any data is read, what cannot be trained; then sets
-    `run.resume_from_checkpoint` to the `<checkpoint_prefix>-<step>` folder it names, prepares
-    `run.output_dir` (`prepare_output_dir`, with `overwrite`) and calls `before_reading_data` with the model's
-    configuration. `state` is the run's processes (accelerate's `PartialState`).
-
-    Resuming, `finished(checkpoint)` says whether the checkpoint ends its run (the line to say, or None): if
-    its final folder was saved after it, nothing is done (`RunFinished` is raised). `contract` records what
-    decides the batches and the model (the scripts save it into each checkpoint) and refuses a resume with
-    any of it changed: the options before the data is read, the training pairs after."""
-    check_not_a_file(run.output_dir)  # first: a file named as the output is no run's, whatever else is wrong
-    if not data_args.tokenizer:
-        raise UsageError(
-            "No tokenizer given: pass --tokenizer (a folder made by `python scripts/train_tokenizer.py`, or "
-            "a Hub name)."
-        )
-    # A misspelt config field is an option's mistake: refused with the options, before the tokenizer is read.
-    load_config_overrides(model_args.config_overrides)
-    check_tokenizer_location(data_args.tokenizer)
-    if model_args.model:
-        check_model_for_task(model_args.model, data_args.task)
-    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
-    config = model_config(model_args, tokenizer)
-    check_lengths_fit(data_args, config)
-    run.resume_from_checkpoint = checkpoint = resolve_resume(
-        run.resume_from_checkpoint, run.output_dir, checkpoint_prefix
-    )
-    past_final = bool(checkpoint) and say_if_finished(run.output_dir, checkpoint, finished)
-    if contract is not None and not checkpoint:
-        contract.check_allowed_names(model_args, data_args)
-    # After every refusal that can come without a checkpoint: with --overwrite it deletes the earlier run,
-    # which such a refusal must leave whole. The checks below need a checkpoint, and then nothing is deleted.
-    prepare_output_dir(run.output_dir, bool(checkpoint), overwrite)
-    if before_reading_data is not None:
-        before_reading_data(config)
-    if contract is not None:
-        overrides = load_config_overrides(model_args.config_overrides)
-        contract.describe(model_args, data_args, tokenizer, config, overrides)
-        if checkpoint:
-            contract.check(checkpoint)
-    if checkpoint:
-        check_weights_fit(checkpoint, config, VanillaTransformerForConditionalGeneration)
-        if state.is_main_process:
-            remove_unfinished(run.output_dir, step_of(checkpoint), checkpoint_prefix)
-    if past_final:
+) -> None:
+    """Refuse, in one line, a resume from `checkpoint` with what decides its batches or its model changed
+    (`contract`, which describes the run already) or with weights that do not fit the model `config` builds;
+    then remove the folders of `output_dir` after it whose save never finished (on the main process of
+    `state`), and say that the final folder will be replaced when the run ends (`replaces_final`, from
+    `resume_point`). A new run (`checkpoint` None) has nothing to check."""
+    if not checkpoint:
+        return
+    contract.check(checkpoint)
+    check_weights_fit(checkpoint, config, VanillaTransformerForConditionalGeneration)
+    if state.is_main_process:
+        remove_unfinished(output_dir, step_of(checkpoint), checkpoint_prefix)
+    if replaces_final:
         logger.warning(
             "%s will be replaced when this run ends: copy out what you wrote into it to keep it.",
-            Path(run.output_dir) / "final",
+            Path(output_dir) / "final",
         )
-    # Under several processes the main one of each machine tokenizes first and the others read what `datasets`
-    # cached (a corpus of millions of pairs is tokenized once, not once per GPU).
+
+
+# Data.
+
+
+def tokenized_data(
+    data_args: DataArguments,
+    tokenizer: PreTrainedTokenizerBase,
+    state: PartialState,
+    contract: ResumeContract,
+    checkpoint: str | None,
+) -> DatasetDict:
+    """The task's splits, tokenized (`prepare_dataset`). The training pairs are recorded in `contract` and, on
+    resuming from `checkpoint`, checked against those it trained on."""
+    # Under several processes (`state`) the main one of each machine tokenizes first and the others read what
+    # `datasets` cached (a corpus of millions of pairs is tokenized once, not once per GPU).
     with state.local_main_process_first():
         datasets_ = prepare_dataset(data_args, tokenizer)
-    if contract is not None:
-        contract.describe_data(data_args, datasets_["train"])
-        if checkpoint:
-            contract.check_data(checkpoint)
-    set_seed(run.seed)
+    contract.describe_data(data_args, datasets_["train"])
+    if checkpoint:
+        contract.check_data(checkpoint)
+    return datasets_
+
+
+# Model.
+
+
+def seeded_model(
+    model_args: ModelArguments, data_args: DataArguments, tokenizer, seed: int
+) -> VanillaTransformerForConditionalGeneration:
+    """`build_model` after seeding with `seed`, so that a recipe's seed fixes the initial weights too; the
+    task is recorded in its configuration (`DataArguments.record_in`)."""
+    set_seed(seed)
     model = build_model(model_args, tokenizer)
     data_args.record_in(model.config)
+    return model
+
+
+def build_model(model_args: ModelArguments, tokenizer) -> VanillaTransformerForConditionalGeneration:
+    """A fresh model sized to the tokenizer (or a saved one), with the tokenizer's special-token ids."""
+    if model_args.model:
+        check_model_location(model_args.model)  # a mistyped folder is named, not sent to the Hub
+        return VanillaTransformerForConditionalGeneration.from_pretrained(
+            model_args.model, attn_implementation=model_args.attn_implementation
+        )
+    return VanillaTransformerForConditionalGeneration._from_config(
+        model_config(model_args, tokenizer), attn_implementation=model_args.attn_implementation
+    )
+
+
+def say_what_trains(model_args: ModelArguments, data_args: DataArguments, model, train) -> None:
+    """The log's line of the model (its name and size) and of the training pairs (`train`, the split)."""
     logger.info(
         "Model: %s, %.2fM parameters; %s training pairs",
         model_args.model or model_args.preset,
         sum(p.numel() for p in model.parameters()) / 1e6,
-        "streamed" if data_args.streaming else datasets_["train"].num_rows,
-    )
-    return tokenizer, datasets_, model
-
-
-def say_if_finished(
-    output_dir: str | Path, checkpoint: str, finished: Callable[[str], str | None] | None
-) -> bool:
-    """Raise `RunFinished` when `checkpoint` ends its run and the final folder was saved after it. Returns
-    whether the run goes on past a final folder (which its end will replace)."""
-    final = Path(output_dir) / "final"
-    message = finished(checkpoint) if finished is not None else None
-    if message is not None and final_is_current(final, checkpoint):
-        raise RunFinished(message)
-    return message is None and final.is_dir()
-
-
-def trainer_contract(
-    data_args: DataArguments, recipe_args: RecipeArguments, training_args: PaperSeq2SeqTrainingArguments
-) -> ResumeContract:
-    """The `ResumeContract` of a Trainer run: its options read once `choose_schedule` has filled them."""
-    return ResumeContract(
-        lambda: trainer_resume_options(data_args, recipe_args, training_args),
-        recipe_args.allow_changed_options,
-    )
-
-
-def prepare_training(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    recipe_args: RecipeArguments,
-    training_args: PaperSeq2SeqTrainingArguments,
-    contract: ResumeContract | None = None,
-) -> tuple[PreTrainedTokenizerBase, DatasetDict, VanillaTransformerForConditionalGeneration]:
-    """`set_up_training` from the Trainer's options, after the checks of what only the Trainer reads (its
-    processes, the recipe, a stream); it fills the schedule options left unset (`choose_schedule`). A run
-    resumed is checked against its checkpoint's record (`contract`, by default `trainer_contract`'s), and a
-    finished one raises `RunFinished`."""
-    check_processes_train_together(training_args)
-    recipe_args.check(training_args)
-    if data_args.streaming:
-        check_streaming(recipe_args, training_args)
-
-    def say_schedule(config: VanillaTransformerConfig) -> None:
-        # First in the log, before the data's lines: what the run trains with.
-        from_trained = bool(model_args.model)
-        logger.info(choose_schedule(recipe_args, training_args, config.d_model, from_trained=from_trained))
-
-    def finished(checkpoint: str) -> str | None:
-        if not run_is_over(checkpoint, training_args, recipe_args):
-            return None
-        reached, further = how_it_ended(checkpoint, training_args, recipe_args)
-        return finished_message(training_args.output_dir, checkpoint, reached, further)
-
-    if contract is None:
-        contract = trainer_contract(data_args, recipe_args, training_args)
-    return set_up_training(
-        model_args,
-        data_args,
-        training_args,
-        recipe_args.overwrite,
-        training_args.distributed_state,
-        before_reading_data=say_schedule,
-        contract=contract,
-        finished=finished,
+        "streamed" if data_args.streaming else train.num_rows,
     )

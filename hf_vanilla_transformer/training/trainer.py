@@ -1,46 +1,42 @@
-"""`run_training`: the recipe on `Seq2SeqTrainer` (what `scripts/train.py` runs); `build_trainer`, the Trainer
-it runs, also for measuring it (`scripts/benchmarks/profile_training.py`);
-`TokenBudgetSeq2SeqTrainer`, the Trainer subclass both use; and `gathered_model` and `FullWeightsCallback`,
-which give a run sharded by FSDP or DeepSpeed full weights in its checkpoints and final folder."""
+"""The Trainer the recipe trains with: `TokenBudgetSeq2SeqTrainer`, `Seq2SeqTrainer` on token-budget batches
+and a schedule counted by the clock; its callbacks (the sampler's epoch, the resume contract in each
+checkpoint, each checkpoint marked whole); and `make_trainer`, which assembles them from a run's model, data
+and options (`run.run_training`'s Trainer step, and `scripts/benchmarks/profile_training.py`'s)."""
 
 from __future__ import annotations
 
-import atexit
-import contextlib
-import copy
-import json
 import logging
-import os
-import sys
 from pathlib import Path
 
 import torch
 from accelerate import Accelerator, PartialState
-from accelerate.utils import DistributedType
-from safetensors.torch import load_file
-from transformers import PreTrainedModel, ProgressCallback, Seq2SeqTrainer, TrainerCallback, TrainerState
-from transformers.trainer import TRAINER_STATE_NAME
+from datasets import DatasetDict
+from transformers import (
+    PreTrainedTokenizerBase,
+    ProgressCallback,
+    Seq2SeqTrainer,
+    TrainerCallback,
+    TrainerState,
+)
 from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR, rotate_checkpoints
-from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..data.preprocessing import build_seq2seq_collator
 from ..tasks import DataArguments, make_compute_metrics
 from .agreement import StepAgreement
-from .arguments import TASK_METRIC, ModelArguments, PaperSeq2SeqTrainingArguments, RecipeArguments
+from .arguments import TASK_METRIC, PaperSeq2SeqTrainingArguments, RecipeArguments
 from .batching import TokenBudgetBatchSampler, token_budget_sampler
 from .budget import TimeBudget, TimeBudgetCallback, TimeBudgetProgressCallback
 from .checkpoints import (
     checkpoint_problem,
     forget_complete_record,
-    save_whole_folder,
     taken_unchecked,
     write_complete_record,
 )
-from .faults import FaultsCallback, Interruption, Watchdog, disk_full_error, is_disk_full
+from .faults import Interruption
+from .full_weights import FullWeightsCallback, missing_beyond_tied_copies, without_tied_copies
 from .logs import LossPlotCallback
-from .resume import ResumeContract, run_is_over
+from .resume import ResumeContract
 from .schedules import clock_linear_schedule
-from .setup import prepare_training, trainer_contract
 from .streaming import StreamedTokenBudgetBatches, load_stream_state, save_stream_state, streamed_batches
 
 logger = logging.getLogger(__name__)
@@ -55,8 +51,8 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     _token_budget_sampler: TokenBudgetBatchSampler | None = None
     updates_per_epoch: int | None = None  # of the current training loop, as the Trainer counts them
     _clock_schedule_state: TrainerState | None = None  # the training loop's state the clock's schedule is of
-    interruption: Interruption | None = None  # set by `run_training`: the signal that stopped the run, if any
-    agreement: StepAgreement | None = None  # set by `build_trainer`: what the processes share after a step
+    interruption: Interruption | None = None  # the signal that stopped the run, if any (`make_trainer`)
+    agreement: StepAgreement | None = None  # set by `make_trainer`: what the processes share after a step
 
     def __init__(
         self,
@@ -193,91 +189,6 @@ class SamplerEpochCallback(TrainerCallback):
         self.epoch += 1
 
 
-def missing_beyond_tied_copies(model: torch.nn.Module, missing: list[str]) -> list[str]:
-    """The names of `missing` that are not tied copies of a Parameter loaded under another of its names."""
-    names: dict[int, list[str]] = {}
-    for name, parameter in model.named_parameters(remove_duplicate=False):
-        names.setdefault(id(parameter), []).append(name)
-    missing_set = set(missing)
-    loaded_copies = {
-        name for group in names.values() if len(group) > 1 and not set(group) <= missing_set for name in group
-    }
-    return [name for name in missing if name not in loaded_copies]
-
-
-def without_tied_copies(state_dict: dict, model: PreTrainedModel) -> dict:
-    """`state_dict` without the names `model` ties to another (`all_tied_weights_keys`, target: source), so
-    that a gathered state dict is saved with one matrix per tie, as `save_pretrained` saves a plain model."""
-    tied = getattr(model, "all_tied_weights_keys", None) or {}
-    return {
-        name: value for name, value in state_dict.items() if not (name in tied and tied[name] in state_dict)
-    }
-
-
-def gathered_model(accelerator: Accelerator, model: torch.nn.Module) -> PreTrainedModel | None:
-    """The trained model with all of its weights on the main process, `None` on the others.
-
-    Under FSDP or DeepSpeed every process holds a shard: Accelerate gathers the full weights (a collective
-    that every process must join) and they are loaded into a plain copy of the model, tied as a fresh model
-    is, with the trained model's generation config. Otherwise it is the unwrapped model itself."""
-    unwrapped = accelerator.unwrap_model(model, keep_torch_compile=False)
-    if accelerator.distributed_type not in (DistributedType.FSDP, DistributedType.DEEPSPEED):
-        return unwrapped if accelerator.is_main_process else None
-    state_dict = accelerator.get_state_dict(model)
-    if not accelerator.is_main_process:
-        return None
-    return plain_copy(unwrapped, state_dict)
-
-
-def plain_copy(model: PreTrainedModel, state_dict: dict) -> PreTrainedModel:
-    """A plain copy of `model` (built as a fresh model is, whatever engine holds `model`) holding the weights
-    of `state_dict`, tied, with `model`'s generation config."""
-    with torch.random.fork_rng(devices=[]):  # its random start, overwritten, draws nothing from training's
-        plain = _model_class(model)(model.config)
-    missing, unexpected = plain.load_state_dict(without_tied_copies(state_dict, plain), strict=False)
-    if unexpected or set(missing) - set(plain.all_tied_weights_keys):
-        raise RuntimeError(f"Weights do not fit the model: missing {missing}, unexpected {unexpected}")
-    plain.tie_weights()
-    plain.generation_config = copy.deepcopy(model.generation_config)
-    return plain
-
-
-def _model_class(model: PreTrainedModel) -> type[PreTrainedModel]:
-    """The model's own class: FSDP2 makes a wrapped model an instance of a class derived from it."""
-    from torch.distributed.fsdp import FSDPModule
-
-    return next(cls for cls in type(model).__mro__ if not issubclass(cls, FSDPModule))
-
-
-def sharded_checkpoints(accelerator: Accelerator) -> bool:
-    """Whether the Trainer writes checkpoints as FSDP shards, with no model file beside them."""
-    if accelerator.distributed_type != DistributedType.FSDP:
-        return False
-    return "SHARDED_STATE_DICT" in str(accelerator.state.fsdp_plugin.state_dict_type)
-
-
-class FullWeightsCallback(TrainerCallback):
-    """Under FSDP with sharded checkpoints (`fsdp.yaml`) the Trainer saves each checkpoint as shards, which it
-    resumes from, and no model file. This adds the gathered weights, config and tokenizer
-    (`save_model_folder`), so that every checkpoint also loads with `from_pretrained` and can be averaged
-    (§6.1). Sharded rather than full checkpoints, because torch's loader of a full FSDP2 state dict keys the
-    matrix that the three embeddings share by one of its names only, and refuses the others on resume."""
-
-    def __init__(self, trainer):
-        self.trainer = trainer
-
-    def on_save(self, args, state, control, **kwargs):
-        from ..saving import save_model_folder
-
-        accelerator = self.trainer.accelerator
-        if not sharded_checkpoints(accelerator):
-            return
-        model = gathered_model(accelerator, self.trainer.model_wrapped)  # every process takes part
-        if model is not None:
-            checkpoint = Path(args.output_dir) / f"{PREFIX_CHECKPOINT_DIR}-{state.global_step}"
-            save_model_folder(model, self.trainer.processing_class, checkpoint)
-
-
 class ResumeContractCallback(TrainerCallback):
     """Writes the run's `ResumeContract` (what decides its batches and its model) into each checkpoint, before
     `CompleteRecordCallback` marks it whole."""
@@ -313,21 +224,21 @@ class CompleteRecordCallback(TrainerCallback):
         self.accelerator.wait_for_everyone()
 
 
-def build_trainer(
-    model_args: ModelArguments,
+def make_trainer(
+    model: torch.nn.Module,
+    tokenizer: PreTrainedTokenizerBase,
+    datasets_: DatasetDict,
     data_args: DataArguments,
     recipe_args: RecipeArguments,
     training_args: PaperSeq2SeqTrainingArguments,
+    contract: ResumeContract,
     interruption: Interruption | None = None,
 ) -> TokenBudgetSeq2SeqTrainer:
-    """The Trainer the recipe trains with: model, tokenized data, token-budget batches, the task metric, the
-    loss log and the time budget (restored from `resume_from_checkpoint`), ready for `train()`. Its
+    """The Trainer the recipe trains `model` with: token-budget batches of `datasets_` (a stream read from its
+    recorded place when resuming), the task metric, the loss log, the time budget (restored from
+    `resume_from_checkpoint`), each checkpoint with `contract`'s record and full weights, marked whole. Its
     `agreement` shares `interruption` (a signal, here or at another process) and the budget's clock among
     the processes."""
-    contract = trainer_contract(data_args, recipe_args, training_args)
-    tokenizer, datasets_, model = prepare_training(
-        model_args, data_args, recipe_args, training_args, contract
-    )
     if training_args.metric_for_best_model == TASK_METRIC:
         training_args.metric_for_best_model = data_args.task_spec.best_metric
     callbacks = [LossPlotCallback(), ResumeContractCallback(contract)]
@@ -369,6 +280,7 @@ def build_trainer(
         max_warmup_fraction=recipe_args.max_warmup_fraction,
     )
     trainer.agreement = agreement
+    trainer.interruption = interruption
     trainer.add_callback(FullWeightsCallback(trainer))
     trainer.add_callback(CompleteRecordCallback(trainer.accelerator))
     if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:
@@ -377,103 +289,3 @@ def build_trainer(
             TimeBudgetProgressCallback(budget.minutes, spent_minutes=budget.spent_before / 60)
         )
     return trainer
-
-
-def run_training(
-    model_args: ModelArguments,
-    data_args: DataArguments,
-    recipe_args: RecipeArguments,
-    training_args: PaperSeq2SeqTrainingArguments,
-) -> tuple[TokenBudgetSeq2SeqTrainer, Path | None]:
-    """Train with `Seq2SeqTrainer` as configured (`build_trainer`), keep the best checkpoint by the task
-    metric, and save the final model folder (weights, config, code, tokenizer, pipeline) to
-    `<output_dir>/final`, whole or absent. A SIGINT or SIGTERM during training saves a checkpoint at the step
-    reached and stops without a final folder: the final path returned is then None, and
-    `trainer.interruption` says which signal came. One after training lets the final folder be finished."""
-    interruption = Interruption()
-    interruption.install()
-    watchdog = Watchdog(recipe_args.stall_timeout)
-    watchdog.start()
-    try:
-        trainer = build_trainer(model_args, data_args, recipe_args, training_args, interruption)
-        trainer.interruption = interruption
-        trainer.add_callback(FaultsCallback(interruption, watchdog, trainer.agreement))
-        output_dir = Path(training_args.output_dir)
-        final = output_dir / "final"
-        checkpoint = training_args.resume_from_checkpoint
-        with naming_a_full_disk(output_dir):
-            if checkpoint and run_is_over(checkpoint, training_args, recipe_args):
-                # The Trainer would train a step more; the run only lacks its final folder.
-                folder = best_or_last(checkpoint, training_args)
-                logger.info("%s ends the run: %s becomes its final folder.", checkpoint, folder)
-                if trainer.accelerator.is_main_process:
-                    weights = load_file(Path(folder) / SAFE_WEIGHTS_NAME)
-                    save_whole_folder(plain_copy(trainer.model, weights), trainer.processing_class, final)
-                trainer.accelerator.wait_for_everyone()
-                return trainer, final
-            trainer.train(resume_from_checkpoint=checkpoint)
-            if interruption.stopped:
-                return trainer, None
-            model = gathered_model(trainer.accelerator, trainer.model_wrapped)
-            if model is not None:
-                save_whole_folder(model, trainer.processing_class, final)
-        return trainer, final
-    finally:
-        watchdog.stop()
-        interruption.restore()
-
-
-def best_or_last(checkpoint: str, training_args) -> str:
-    """The checkpoint a finished run's final folder holds: the best one with `load_best_model_at_end`, if it
-    is whole, else `checkpoint`."""
-    state = json.loads((Path(checkpoint) / TRAINER_STATE_NAME).read_text(encoding="utf-8"))
-    best = state.get("best_model_checkpoint")
-    if training_args.load_best_model_at_end and best and checkpoint_problem(best) is None:
-        return best
-    return checkpoint
-
-
-@contextlib.contextmanager
-def naming_a_full_disk(folder: Path):
-    """A full disk while training writes into `folder` is said in one line (torch's writer says "unexpected
-    pos"), not in a traceback."""
-    try:
-        yield
-    except (OSError, RuntimeError) as error:
-        if is_disk_full(error, folder):
-            raise disk_full_error(folder, error) from error
-        raise
-
-
-def end_process(accelerator: Accelerator, status: int = 0) -> None:
-    """The last step of a training script's process: wait for the others, release the model and its engine,
-    take down the process group, and under `accelerate launch` on several processes leave with `status`
-    (`leave_launched_process`); a single process exits with `status` if it is not 0. Call it only where
-    nothing is left to run."""
-    several = accelerator.num_processes > 1
-    accelerator.wait_for_everyone()
-    accelerator.free_memory()
-    accelerator.end_training()
-    if several:
-        leave_launched_process(status)
-    if status:
-        raise SystemExit(status)
-
-
-def leave_finished_run(finished: Exception, main_process: bool, num_processes: int) -> None:
-    """The end of a script that resumed a finished run (`RunFinished`: a requeued job): the main process says
-    so, and every process ends with status 0, since nothing was left to do and nothing was done."""
-    if main_process:
-        print(finished)
-    if num_processes > 1:
-        leave_launched_process(0)
-
-
-def leave_launched_process(status: int = 0) -> None:
-    """End one process of a several-process launch, its work done: run the exit handlers, flush, and end
-    without the interpreter's finalization, in which gloo's threads can abort a finished process
-    (docs/training.md, "Several processes")."""
-    atexit._run_exitfuncs()  # what a normal exit runs (logging's shutdown among them); no public name
-    sys.stdout.flush()
-    sys.stderr.flush()
-    os._exit(status)

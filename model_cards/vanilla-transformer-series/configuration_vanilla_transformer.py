@@ -4,16 +4,17 @@ The defaults are the paper's base model (Table 3, row "base"); variants used by 
 (pre-LN, learned positions, untied vocabularies) are flags, not new classes.
 
 This file imports only `transformers`, `huggingface_hub` (the `@strict` dataclass that transformers' own
-configurations use) and the standard library, so that a saved model folder can carry it for
+configurations use), the standard library and `validation.py` (the rules a field keeps, which the command
+line's options keep too), so that a saved model folder can carry it, and that file beside it, for
 `trust_remote_code` loading.
 """
 
-import re
-from numbers import Real
 from typing import Any, ClassVar
 
 from huggingface_hub.dataclasses import strict, validated_field
 from transformers import PreTrainedConfig
+
+from .validation import check_languages, check_task_name, integer_in, number_in, one_of, optional
 
 POSITION_EMBEDDING_TYPES = ("sinusoidal", "learned")
 INIT_METHODS = ("xavier", "fairseq")
@@ -63,58 +64,16 @@ PRESETS: dict[str, dict[str, Any]] = {
 }
 
 
-def _positive_int(value: Any) -> None:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ValueError(f"must be a positive integer, got {value!r}.")
-
-
-def _optional_positive_int(value: Any) -> None:
-    if value is not None:
-        _positive_int(value)
-
-
-def _probability(value: Any) -> None:
-    if not isinstance(value, Real) or isinstance(value, bool) or not 0.0 <= value < 1.0:
-        raise ValueError(f"must be in [0, 1), got {value!r}.")
-
-
-def _choice(choices: tuple[str, ...]):
-    def check(value: Any) -> None:
-        if value not in choices:
-            raise ValueError(f"unknown value {value!r}; expected one of {choices}.")
-
-    return check
-
-
-def check_task_name(value: Any) -> None:
-    """A task's name, as a registry records it: no list of tasks here, so that a model of a task of its user's
-    own loads wherever this file goes."""
-    if value is not None and not (isinstance(value, str) and re.fullmatch(r"[a-z][a-z0-9_]*", value)):
-        raise ValueError(f"must be None or a task name (lower-case letters, digits, _), got {value!r}.")
-
-
-def check_languages(value: Any) -> None:
-    """A translation model's `langs`: None, or two different language codes, source then target."""
-    if value is None:
-        return
-    if (
-        not isinstance(value, list)
-        or len(value) != 2
-        or not all(isinstance(code, str) and code for code in value)
-        or value[0] == value[1]
-    ):
-        raise ValueError(
-            f"must be None or two different language codes, source then target (e.g. ['de', 'en']), got "
-            f"{value!r}."
-        )
+_POSITIVE_INT = integer_in(">= 1")
+_PROBABILITY = number_in("[0, 1)")
 
 
 def _positive(default: int):
-    return validated_field(_positive_int, default=default)
+    return validated_field(_POSITIVE_INT, default=default)
 
 
 def _probability_field(default: float):
-    return validated_field(_probability, default=default)
+    return validated_field(_PROBABILITY, default=default)
 
 
 @strict
@@ -175,6 +134,11 @@ class VanillaTransformerConfig(PreTrainedConfig):
             FSMT configuration names them); the pipeline splits a text into sentences by the source
             language's rules. `None` for other tasks and unknown languages; training and the Marian import set
             it.
+        max_source_length / max_target_length: the longest source and target, in tokens counting `</s>`, the
+            model was trained with (training's `--max_source_length` and `--max_target_length`: it saw no
+            longer side). Decoding cuts a source to the smaller of `max_source_length` and
+            `max_position_embeddings`. `None` (not recorded) for a fresh model, a converted one and folders
+            saved before they existed, which are cut at their positions alone; training sets them.
 
     The generic transformers names are aliases (`attribute_map`), for reading and for building:
     `hidden_size` is `d_model`; `num_attention_heads` is `encoder_attention_heads` and `num_hidden_layers` is
@@ -202,7 +166,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
     }
 
     vocab_size: int = _positive(37000)
-    decoder_vocab_size: int | None = validated_field(_optional_positive_int, default=None)
+    decoder_vocab_size: int | None = validated_field(optional(_POSITIVE_INT), default=None)
     d_model: int = _positive(512)
     encoder_layers: int = _positive(6)
     decoder_layers: int = _positive(6)
@@ -215,8 +179,8 @@ class VanillaTransformerConfig(PreTrainedConfig):
     attention_dropout: float | int = _probability_field(0.0)
     activation_dropout: float | int = _probability_field(0.0)
     max_position_embeddings: int = _positive(1024)
-    position_embedding_type: str = validated_field(_choice(POSITION_EMBEDDING_TYPES), default="sinusoidal")
-    sinusoid_layout: str = validated_field(_choice(SINUSOID_LAYOUTS), default="interleaved")
+    position_embedding_type: str = validated_field(one_of(*POSITION_EMBEDDING_TYPES), default="sinusoidal")
+    sinusoid_layout: str = validated_field(one_of(*SINUSOID_LAYOUTS), default="interleaved")
     normalize_before: bool = False
     scale_embedding: bool = True
     share_encoder_decoder_embeddings: bool = True
@@ -225,9 +189,11 @@ class VanillaTransformerConfig(PreTrainedConfig):
     label_smoothing: float | int = _probability_field(0.1)
     layer_norm_eps: float = 1e-5
     init_std: float | None = None
-    init_method: str = validated_field(_choice(INIT_METHODS), default="fairseq")
+    init_method: str = validated_field(one_of(*INIT_METHODS), default="fairseq")
     task: str | None = validated_field(check_task_name, default=None)
     langs: list[str] | None = validated_field(check_languages, default=None)
+    max_source_length: int | None = validated_field(optional(_POSITIVE_INT), default=None)
+    max_target_length: int | None = validated_field(optional(_POSITIVE_INT), default=None)
     use_cache: bool = True
     is_encoder_decoder: bool = True
     # Special-token ids follow `hf_vanilla_transformer.tokenization`: <pad>=0, <s>=1, </s>=2, <unk>=3.
@@ -256,7 +222,7 @@ class VanillaTransformerConfig(PreTrainedConfig):
         so the aliased fields are checked here too."""
         for name in self.attribute_map.values():
             try:
-                _positive_int(getattr(self, name))
+                _POSITIVE_INT(getattr(self, name))
             except ValueError as error:
                 raise ValueError(f"`{name}` {error}") from None
         for side in ("encoder", "decoder"):

@@ -69,7 +69,7 @@ from hf_vanilla_transformer.cli import load_recipe, make_parser, parse_arguments
 from hf_vanilla_transformer.data.files import load_saved_dataset
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.tasks.translation.translation_metrics import load_translation_metric
+from hf_vanilla_transformer.tasks.translation import TranslationTask
 from hf_vanilla_transformer.training import TRAINING_ARGUMENTS
 from hf_vanilla_transformer.training.logs import LOSS_LOG_NAME
 
@@ -277,8 +277,8 @@ def fairseq_test_scores(
     run_logged(command, output, {**env, "TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD": "1"})
     references = [pair["en"] for pair in load_from_disk(args.dataset)["test"]["translation"]]
     predictions = fairseq_logs.read_hypotheses(output.read_text(encoding="utf-8"), len(references))
-    scores = load_translation_metric().compute(predictions=predictions, references=references)
-    return {"bleu": scores["score"], "chrf": scores["chrf"]}
+    scores = TranslationTask().score(predictions, references)
+    return {"bleu": scores["bleu"], "chrf": scores["chrf"]}
 
 
 def check_arm_names(args: SeedArguments, arms: dict[str, list[str]]) -> list[str]:

@@ -1,11 +1,12 @@
 """Where a training step of a recipe spends its time (`scripts/benchmarks/profile_training.py`).
 
-The recipe's own Trainer (`training.build_trainer`: its data, token-budget batches, model, optimizer and
-callbacks) trains for a few steps. A callback reads the clock at the Trainer's hooks, which splits each step
-into phases: fetching and collating the batch (and the previous step's logging), forward + backward (with
-the gradient norm the Trainer logs), the optimizer step, and the schedule and `zero_grad` after it. Then a few
-more steps run under `torch.profiler`, whose operator times say what the forward and backward are made of:
-matrix products, the attention kernel, the output layer's softmax and loss, everything else.
+The recipe's own Trainer (`recipe_trainer`: `run_training`'s steps up to its Trainer, with its data,
+token-budget batches, model, optimizer and callbacks) trains for a few steps. A callback reads the clock at
+the Trainer's hooks, which splits each step into phases: fetching and collating the batch (and the previous
+step's logging), forward + backward (with the gradient norm the Trainer logs), the optimizer step, and the
+schedule and `zero_grad` after it. Then a few more steps run under `torch.profiler`, whose operator times
+say what the forward and backward are made of: matrix products, the attention kernel, the output layer's
+softmax and loss, everything else.
 
 From the batches themselves: target tokens per second, and the share of the batches' positions that are
 padding (the encoder, decoder and output layer compute on them too). From the model's weights: the matrix
@@ -14,6 +15,7 @@ products' FLOPs per step, over the machine's float32 matmul peak measured in the
 
 from __future__ import annotations
 
+import logging
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -26,6 +28,8 @@ from transformers.trainer_utils import IntervalStrategy, SaveStrategy
 from hf_vanilla_transformer.options import Options
 
 from .harness import MATMUL_OPERATORS, matmul_peak_gflops, training_flops_per_step
+
+logger = logging.getLogger(__name__)
 
 PHASES = ("data", "forward_backward", "optimizer", "after_step")
 PHASE_NAMES = {
@@ -161,13 +165,68 @@ def categorize_operators(events, wall_seconds: float) -> dict[str, float]:
     return {name: seconds / wall_seconds for name, seconds in totals.items()} if wall_seconds > 0 else totals
 
 
+def recipe_trainer(model_args, data_args, recipe_args, training_args):
+    """The Trainer `training.run_training` trains with, made by its steps up to the Trainer
+    (`training.setup`'s, then `training.make_trainer`), in its order and with its checks; nothing watches
+    for signals."""
+    from transformers import AutoTokenizer
+
+    from hf_vanilla_transformer.training import (
+        check_lengths_fit,
+        check_options,
+        check_resume,
+        check_trainer_options,
+        choose_schedule,
+        load_config_overrides,
+        make_trainer,
+        model_config,
+        prepare_output_dir,
+        resume_point,
+        say_what_trains,
+        seeded_model,
+        tokenized_data,
+        trainer_contract,
+    )
+    from hf_vanilla_transformer.training.setup import trainer_run_finished
+
+    # Options.
+    check_trainer_options(data_args, recipe_args, training_args)
+    check_options(model_args, data_args, training_args.output_dir)
+    # Tokenizer and configuration.
+    tokenizer = AutoTokenizer.from_pretrained(data_args.tokenizer)
+    config = model_config(model_args, tokenizer)
+    # Checks, as `run_training` makes them: a checkpoint named is refused as a training run would refuse it.
+    check_lengths_fit(data_args, config)
+    contract = trainer_contract(data_args, recipe_args, training_args)
+    checkpoint, replaces_final = resume_point(
+        training_args,
+        contract,
+        model_args,
+        data_args,
+        finished=lambda folder: trainer_run_finished(folder, training_args, recipe_args),
+    )
+    prepare_output_dir(training_args.output_dir, bool(checkpoint), recipe_args.overwrite)
+    from_trained = bool(model_args.model)
+    logger.info(choose_schedule(recipe_args, training_args, config.d_model, from_trained=from_trained))
+    contract.describe(
+        model_args, data_args, tokenizer, config, load_config_overrides(model_args.config_overrides)
+    )
+    state = training_args.distributed_state
+    check_resume(checkpoint, contract, config, training_args.output_dir, state, replaces_final)
+    # Data.
+    datasets_ = tokenized_data(data_args, tokenizer, state, contract, checkpoint)
+    # Model.
+    model = seeded_model(model_args, data_args, tokenizer, training_args.seed)
+    say_what_trains(model_args, data_args, model, datasets_["train"])
+    # Trainer.
+    return make_trainer(model, tokenizer, datasets_, data_args, recipe_args, training_args, contract)
+
+
 def profile_training(
     model_args, data_args, recipe_args, training_args, profile_args: ProfileArguments
 ) -> dict:
     """Train the recipe for `untimed_steps + timed_steps + operator_steps` steps and return where the
     time went (see the module docstring). Nothing is saved: no checkpoints, no evaluation, no final model."""
-    from hf_vanilla_transformer.training import build_trainer
-
     warmup, timed, profiled = (
         profile_args.untimed_steps,
         profile_args.timed_steps,
@@ -182,7 +241,7 @@ def profile_training(
         training_args.load_best_model_at_end = False
         training_args.report_to = []
         training_args.disable_tqdm = True
-        trainer = build_trainer(model_args, data_args, recipe_args, training_args)
+        trainer = recipe_trainer(model_args, data_args, recipe_args, training_args)
         loader = trainer.get_train_dataloader()
         shapes, batches_per_pass = batch_shapes(loader, total), len(loader)
         clock = PhaseClock()

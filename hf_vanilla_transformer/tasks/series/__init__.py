@@ -1,6 +1,7 @@
 """The series task (after Judge & Prosper's Transformer tutorial): `expression` -> `series` columns (Taylor
-series to O(x**6)), scored by exact string match, symbolic equivalence (sympy) and the share of predictions
-that parse. This module is the task, as the registry knows it; beside it, one module per concern:
+series to O(x**6)), scored by exact string match (every task's), symbolic equivalence (sympy), the share of
+predictions that parse and the share with the reference's terms. This module is the task, as the registry
+knows it, and its scores; beside it, one module per concern:
 
 - `grammar`: the names, the tokenizer's split patterns and the one safe parser, used by the generator, the
   tokenizer and the metric alike (imports only sympy and the standard library);
@@ -11,8 +12,7 @@ that parse. This module is the task, as the registry knows it; beside it, one mo
 - `renamings`: order-preserving symbol renamings (recall versus expansion, data augmentation);
 - `equivalence`: symbolic comparison of a prediction with its reference, in a worker with a time limit;
 - `reports`: exact match broken down by length, arithmetic, number of terms and overlap with training data;
-- `tokenizer`: a BPE over the grammar's chunks, and the tutorial's fixed vocabulary;
-- `series_metrics/`: the metric, a local `evaluate` module.
+- `tokenizer`: a BPE over the grammar's chunks, and the tutorial's fixed vocabulary.
 """
 
 from __future__ import annotations
@@ -20,13 +20,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ...errors import UsageError
+from ...metrics import binomial_standard_error
 from ...options import Options
 from ..base import Task
 from ..registry import register_task
+from .equivalence import EquivalenceChecker
 from .grammar import check_model_input
 from .renamings import add_symbol_renamings, held_out_expressions
 from .reports import ROW_FORMATS, series_breakdowns
-from .series_metrics import load_series_metric
 
 
 @dataclass
@@ -75,6 +76,9 @@ class SeriesTask(Task):
     demo_examples = ("sin(a*x)", "exp(2*b*x)*cos(a*x)", "tan(a*x) + cosh(b*x)", "sinh(2*b*x)/cos(a*x)")
     expands_with_cas = True
     row_formats = ROW_FORMATS
+    # Seconds per pair for parsing and comparing: sympy can run for minutes on one pair; a pair over the limit
+    # counts as not equivalent, and in `timeouts`.
+    equivalence_timeout = 5.0
 
     @property
     def data_made_by(self) -> str:
@@ -96,10 +100,31 @@ class SeriesTask(Task):
             return "--symbol_renamings rewrites a training split held whole: drop it, or --streaming."
         return None
 
-    def load_metric(self):
-        return load_series_metric()
+    def task_scores(self, predictions, references):
+        """Beside exact match: `symbolic_match` (equal once simplified, within `equivalence_timeout`),
+        `parse_rate` (the prediction parses as a series of the grammar), `term_match` (the reference's terms,
+        whatever their coefficients), each with its binomial standard error; `n` and `timeouts`. A reference
+        that does not parse raises a ValueError naming its index."""
+        n = len(predictions)
+        parsed = equivalent = same_terms = timeouts = 0
+        with EquivalenceChecker(timeout=self.equivalence_timeout) as checker:
+            for index, (prediction, reference) in enumerate(zip(predictions, references, strict=True)):
+                try:
+                    result = checker.check(prediction, reference)
+                except ValueError as err:
+                    raise ValueError(f"references[{index}]: {err}") from err
+                parsed += result.parsed
+                equivalent += result.equivalent
+                same_terms += result.same_terms
+                timeouts += result.timed_out
+        scores = {"n": n}
+        counts = {"symbolic_match": equivalent, "parse_rate": parsed, "term_match": same_terms}
+        for name, count in counts.items():
+            scores[name] = count / n
+            scores[f"{name}_stderr"] = binomial_standard_error(count / n, n)
+        return {**scores, "timeouts": timeouts}
 
-    def report_details(self, metric, sources, predictions, references, train_sources, options):
+    def report_details(self, sources, predictions, references, train_sources, options):
         seen = train_sources() if train_sources is not None else None
         return {}, series_breakdowns(sources, predictions, references, seen)
 

@@ -29,6 +29,7 @@ import sympy
 
 if __package__:
     from ...errors import UsageError
+    from ...validation import number_in
     from .grammar import SERIES_NAMES, SeriesParseError, parse_series
 else:  # the worker process: this file run as a script, its folder first on sys.path, without the package
     from grammar import SERIES_NAMES, SeriesParseError, parse_series
@@ -113,8 +114,10 @@ class EquivalenceChecker:
     """
 
     def __init__(self, timeout: float = 5.0, startup_timeout: float = 120.0):
-        if not timeout > 0:
-            raise UsageError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        try:
+            number_in("> 0")(timeout)
+        except ValueError as error:
+            raise UsageError(f"timeout (seconds) {error}") from None
         self.timeout = timeout
         self.startup_timeout = startup_timeout
         self._process: subprocess.Popen | None = None

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from tqdm.auto import tqdm
 
 from ...errors import UsageError
+from ...validation import integer_in, number_in
 from .expansion import DROP_REASONS, SeriesOutcome, expression_to_series, se
 from .grammar import SYMBOL_NAMES
 from .sampling import MAX_TERMS, iter_candidates
@@ -111,12 +112,13 @@ class _NoMonitorProgress(tqdm):
 
 
 def validate_positive(name: str, value, allow_zero: bool = False, integer: bool = False) -> None:
-    """Raise a ValueError that names the argument, its value and what is expected."""
-    kind = "an integer" if integer else "a number"
-    if isinstance(value, bool) or not isinstance(value, int if integer else int | float) or value != value:
-        raise UsageError(f"{name}={value!r} must be {kind}.")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise UsageError(f"{name}={value!r} must be {'zero or more' if allow_zero else 'positive'}.")
+    """Refuse `value` of the argument `name` unless it is a number (an int with `integer`) above 0, or at
+    least 0 with `allow_zero`: the package's validators (`validation`), as the options check theirs."""
+    spec = ">= 0" if allow_zero else (">= 1" if integer else "> 0")
+    try:
+        (integer_in if integer else number_in)(spec)(value)
+    except ValueError as error:
+        raise UsageError(f"{name} {error}") from None
 
 
 class _CandidateQueue:

@@ -1,21 +1,21 @@
 """The translation task: a `translation` column of `{language: sentence}` dicts (Multi30k, WMT14; datasets
 with one column per language, like `bentrevett/multi30k`, are converted on loading), scored with sacreBLEU
-(cased, detokenised) and chrF, and in reports also with the paper's tokenized BLEU. This module is the task,
-as the registry knows it; beside it: `data` (the Hub, data-set folders, line-aligned text files),
-`tokenized_bleu` (the paper's BLEU), `translation_metrics/` (the metric, a local `evaluate` module) and
-`marian` (importing Marian/OPUS-MT checkpoints)."""
+(cased, detokenised, 13a) and chrF, each with its sacrebleu signature (Post, 2018), and in reports also with
+lowercased BLEU and the paper's tokenized BLEU. This module is the task, as the registry knows it, and its
+scores; beside it: `data` (the Hub, data-set folders, line-aligned text files), `tokenized_bleu` (the paper's
+BLEU) and `marian` (importing Marian/OPUS-MT checkpoints)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ...metrics import check_pairs
+from sacrebleu.metrics import BLEU, CHRF
+
 from ...options import Options
 from ..base import Task
 from ..registry import register_task
 from .data import load_translation_dataset
 from .tokenized_bleu import tokenized_bleu
-from .translation_metrics import load_translation_metric
 
 
 @dataclass
@@ -68,26 +68,28 @@ class TranslationTask(Task):
             **({"streaming": True} if streaming else {}),
         )
 
-    def load_metric(self):
-        return load_translation_metric()
-
-    def score(self, metric, predictions, references):
-        check_pairs(predictions, references, "BLEU")  # before `evaluate`, which has an IndexError for none
-        result = metric.compute(predictions=predictions, references=references)
+    def task_scores(self, predictions, references):
+        # Corpus BLEU (cased, 13a) and chrF of the detokenised text: sacrebleu tokenizes it itself, so the
+        # figures compare across papers whatever the model's tokenizer, and the signatures say how. A
+        # signature is read after scoring: it counts the references scored against.
+        bleu, chrf = BLEU(tokenize="13a"), CHRF()
+        bleu_score = bleu.corpus_score(predictions, [references])
+        chrf_score = chrf.corpus_score(predictions, [references])
         return {
-            "bleu": result["score"],
-            "chrf": result["chrf"],
-            "bleu_signature": result["signature"],
-            "chrf_signature": result["chrf_signature"],
+            "bleu": bleu_score.score,
+            "chrf": chrf_score.score,
+            "bleu_signature": str(bleu.get_signature()),
+            "chrf_signature": str(chrf.get_signature()),
         }
 
-    def report_details(self, metric, sources, predictions, references, train_sources, options):
-        lower = metric.compute(predictions=predictions, references=references, lowercase=True)
+    def report_details(self, sources, predictions, references, train_sources, options):
+        lowercase = BLEU(lowercase=True, tokenize="13a")
+        lowercase_score = lowercase.corpus_score(predictions, [references])
         # The paper's tokenized BLEU, the figure its 27.3 / 28.4 on newstest2014 compare with.
         tokenized = tokenized_bleu(predictions, references, options.target_lang)
         return {
-            "bleu_lowercase": lower["score"],
-            "bleu_lowercase_signature": lower["signature"],
+            "bleu_lowercase": lowercase_score.score,
+            "bleu_lowercase_signature": str(lowercase.get_signature()),
             "bleu_paper_tokenized": tokenized["score"],
             "bleu_paper_tokenized_signature": tokenized["signature"],
         }, {}

@@ -372,9 +372,11 @@ def tokenize_translation(
     max_source_length: int,
     max_target_length: int,
     num_proc: int | None = None,
+    long_pairs: str = "drop",
 ) -> tuple[DatasetDict, dict[str, dict[str, int]]]:
     """Tokenize every split of a translation `DatasetDict` (`src_lang` -> `tgt_lang`) with `tokenize_pairs`:
-    sources become `input_ids`, targets `labels`, too-long pairs are dropped and counted."""
+    sources become `input_ids`, targets `labels`, too-long pairs are dropped or truncated (`long_pairs`) and
+    counted."""
     for split, dataset in dataset_dict.items():
         languages = translation_languages(dataset)
         for lang in (src_lang, tgt_lang):
@@ -390,6 +392,7 @@ def tokenize_translation(
         max_source_length=max_source_length,
         max_target_length=max_target_length,
         num_proc=num_proc,
+        long_pairs=long_pairs,
     )
 
 

@@ -7,6 +7,7 @@ connection.
 import json
 import math
 import os
+import re
 import socket
 import sys
 from pathlib import Path
@@ -365,5 +366,17 @@ def test_shipped_reports_come_out_of_the_scores_unchanged(path):
     scores = task.score(texts["prediction"], texts["reference"])
     details, _ = task.report_details(texts["source"], texts["prediction"], texts["reference"], None, options)
     scores.update(details)
-    assert {name: scores[name] for name in report["metrics"]} == report["metrics"]
+    assert {name: _unversioned(scores[name]) for name in report["metrics"]} == {
+        name: _unversioned(value) for name, value in report["metrics"].items()
+    }
     assert set(scores) - set(report["metrics"]) <= {"exact_match", "exact_match_stderr"}
+
+
+def _unversioned(value):
+    """A signature without the versions of the libraries that computed it (sacrebleu, sacremoses): the figures
+    are the same at every release the package supports, the signature names the one installed."""
+    return (
+        re.sub(r"(version:|sacrebleu |sacremoses )[0-9.]+", r"\1*", value)
+        if isinstance(value, str)
+        else value
+    )

@@ -23,6 +23,8 @@ import argparse
 import dataclasses
 import difflib
 import errno
+import importlib.machinery
+import importlib.util
 import json
 import os
 import stat
@@ -31,7 +33,6 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import yaml
-from huggingface_hub.errors import StrictDataclassClassValidationError, StrictDataclassFieldValidationError
 
 from . import stopping
 from .errors import MissingPathError, UsageError, UserError
@@ -45,8 +46,8 @@ from .validation import describe_range
 ARGPARSE_SETTINGS = frozenset(
     {"action", "choices", "const", "default", "dest", "help", "metavar", "nargs", "required", "type"}
 )
-# A configuration's refusal of a field's value, or of how its values combine.
-CONFIG_ERRORS = (StrictDataclassFieldValidationError, StrictDataclassClassValidationError)
+# A configuration's refusal of a field's value, or of how its values combine (`config_errors`).
+CONFIG_ERROR_NAMES = ("StrictDataclassFieldValidationError", "StrictDataclassClassValidationError")
 
 DEBUG_VARIABLE = "HF_VANILLA_TRANSFORMER_DEBUG"
 # Every script spells one thing one way. transformers' example scripts (run_translation.py) spell these
@@ -78,11 +79,26 @@ def own_fields(dataclass_type) -> list[dataclasses.Field]:
 
 def is_user_error(error: BaseException) -> bool:
     """Whether `error` is one of the package's messages to the user (see the module docstring)."""
-    # The model file is looked up, not imported: a torch-free script (CTranslate2 inference) never loads it,
-    # and then none of its errors can occur.
+    # The errors of a configuration and of the model file are looked up, not imported: a script that never
+    # made a configuration (`--help`, CTranslate2 inference) imported neither, and then neither can occur.
     model_file = sys.modules.get(f"{__package__}.modeling_vanilla_transformer")
     model_errors = (model_file.UnreadableWeightsError,) if model_file else ()
-    return isinstance(error, (UserError, *CONFIG_ERRORS, *model_errors))
+    return isinstance(error, (UserError, *config_errors(), *model_errors))
+
+
+def config_errors() -> tuple[type[Exception], ...]:
+    """The errors of `@strict` dataclasses (a model configuration's refusal of a value), where
+    huggingface_hub has defined them: none before it is imported, as nothing can have raised one."""
+    errors = sys.modules.get("huggingface_hub.errors")
+    return tuple(getattr(errors, name) for name in CONFIG_ERROR_NAMES) if errors is not None else ()
+
+
+def __getattr__(name: str):
+    if name == "CONFIG_ERRORS":  # the errors themselves, for code that catches them: imported when asked for
+        import huggingface_hub.errors  # noqa: F401
+
+        return config_errors()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def task_code_error(error: BaseException) -> UserError | None:
@@ -237,6 +253,34 @@ def _or_none(convert: type) -> Callable[[str], object]:
     return parse
 
 
+ARGUMENT_PARSER_MODULE = "transformers.hf_argparser"
+
+
+def argument_parser_class() -> type:
+    """transformers' `HfArgumentParser`, every script's parser. Where transformers is not imported yet, its
+    module is loaded alone, under its own name, so that a command answers `--help` and refuses a mistyped
+    option without the half second that `import transformers` takes (it reads the import structure of every
+    model). The module imports only the standard library and yaml (a relative import would import the package
+    first, as usual); transformers, imported later, finds it in `sys.modules`: one class either way."""
+    if "transformers" not in sys.modules and ARGUMENT_PARSER_MODULE not in sys.modules:
+        package = importlib.util.find_spec("transformers")  # found, not imported
+        spec = importlib.machinery.PathFinder.find_spec(
+            ARGUMENT_PARSER_MODULE, package.submodule_search_locations
+        )
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[ARGUMENT_PARSER_MODULE] = module
+        try:
+            spec.loader.exec_module(module)
+        except BaseException:
+            del sys.modules[ARGUMENT_PARSER_MODULE]
+            raise
+    if "transformers" not in sys.modules:
+        return sys.modules[ARGUMENT_PARSER_MODULE].HfArgumentParser
+    from transformers import HfArgumentParser
+
+    return HfArgumentParser
+
+
 class HelpFormatter(argparse.RawDescriptionHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """`--help` shows the script's docstring as written (its example commands) and each option's default."""
 
@@ -250,7 +294,7 @@ def make_parser(
     too, parsed apart (`parse_dataclasses`): `--help` lists each task's under its name, or the chosen task's
     alone when `args` (the command line) names one, and a task option spelt like one of the script's is
     refused."""
-    from transformers import HfArgumentParser
+    HfArgumentParser = argument_parser_class()
 
     class Parser(HfArgumentParser):
         def add_argument(self, *names, **kwargs):

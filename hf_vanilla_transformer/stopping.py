@@ -16,6 +16,7 @@ import os
 import signal
 import sys
 import threading
+import time
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 # How long a worker process may take to end once asked, before it is killed.
@@ -70,9 +71,9 @@ def _handle(number: int, frame) -> None:
         if number != signal.SIGINT:
             os._exit(128 + number)
         return
-    if _forking:
-        # Raised in the callbacks a fork runs (logging's), it would be swallowed: sent again once they are
-        # done, from a thread, so that the main thread takes it in its own code.
+    if _forking or time.monotonic() < _fork_grace_ends:
+        # Raised in the callbacks a fork runs (logging's, filelock's), it would be swallowed: sent again once
+        # they are done, from a thread, so that the main thread takes it in its own code.
         threading.Timer(0.05, os.kill, (os.getpid(), number)).start()
         return
     _pending = Stopped(number)
@@ -80,6 +81,11 @@ def _handle(number: int, frame) -> None:
 
 
 _forking = False
+# A library imported after this module (filelock, fsspec, huggingface_hub: the commands import them late)
+# registers its fork callbacks after these, and in the parent they run after `_fork_ended`: a stop that comes
+# this soon after a fork waits for them too. A stop in the main thread's own code waits as long: unnoticed.
+FORK_GRACE_SECONDS = 0.05
+_fork_grace_ends = 0.0
 
 
 def _fork_begins() -> None:
@@ -88,8 +94,9 @@ def _fork_begins() -> None:
 
 
 def _fork_ended() -> None:
-    global _forking
+    global _forking, _fork_grace_ends
     _forking = False
+    _fork_grace_ends = time.monotonic() + FORK_GRACE_SECONDS
 
 
 # Registered after logging's hooks: `before` runs before theirs, `after_in_parent` after theirs.

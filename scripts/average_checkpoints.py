@@ -10,11 +10,6 @@ from dataclasses import dataclass, field
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location
-from hf_vanilla_transformer.training import (
-    average_checkpoints,
-    check_output_beside_checkpoints,
-    last_checkpoints,
-)
 
 
 @dataclass
@@ -29,6 +24,13 @@ class AverageArguments(Options):
 
 def main() -> None:
     (args,) = parse_arguments(AverageArguments, description=__doc__)
+    # torch, once the options are known to be right (`--help` and a mistyped option answer at once)
+    from hf_vanilla_transformer.training.averaging import (
+        average_checkpoints,
+        check_output_beside_checkpoints,
+        last_checkpoints,
+    )
+
     check_output_beside_checkpoints(args.output_dir, args.run_dir)  # before --overwrite is offered as the fix
     check_output_location(args.output_dir, args.overwrite)
     checkpoints = last_checkpoints(args.run_dir, args.last)

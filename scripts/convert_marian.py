@@ -11,7 +11,6 @@ from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.outputs import check_output_location, staged
-from hf_vanilla_transformer.tasks.translation.marian import convert_marian
 
 
 @dataclass
@@ -23,6 +22,9 @@ class ConvertArguments:
 
 def main() -> None:
     (args,) = parse_arguments(ConvertArguments, description=__doc__)
+    # torch, once the options are known to be right (`--help` and a mistyped option answer at once)
+    from hf_vanilla_transformer.tasks.translation.marian import convert_marian
+
     check_output_location(args.output_dir, args.overwrite)
     with staged(args.output_dir) as staging:
         convert_marian(args.model, staging)

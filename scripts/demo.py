@@ -25,8 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import torch
-
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.decoding.generation import (
     default_max_new_tokens,
@@ -38,7 +36,6 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.metrics import exact_match
 from hf_vanilla_transformer.options import Options
-from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
 from hf_vanilla_transformer.sentences import (
     document_sentences,
     join_document,
@@ -48,12 +45,14 @@ from hf_vanilla_transformer.sentences import (
 )
 from hf_vanilla_transformer.tasks import Task, get_task
 from hf_vanilla_transformer.tasks.registry import task_or_plain
-from hf_vanilla_transformer.tasks.series.equivalence import EquivalenceChecker
-from hf_vanilla_transformer.tasks.series.workers import generate_examples
 from plot_attention import cross_attention, plot_cross_attention
 
+# torch, the model and the CAS are imported where they are used: `--help` answers without them.
 if TYPE_CHECKING:
+    import torch
     from PIL import Image
+
+    from hf_vanilla_transformer.tasks.series.equivalence import EquivalenceChecker
 
 DECODINGS = ("greedy", "beam search", "sampling")
 MEAN_OVER_HEADS = "mean over heads"
@@ -96,6 +95,8 @@ class DemoModel:
 
     @classmethod
     def load(cls, spec: ModelSpec) -> DemoModel:
+        from hf_vanilla_transformer.saving import check_model_task, load_model_folder, model_task
+
         model, tokenizer = load_model_folder(spec.location)  # a missing folder is named, not sent to the Hub
         if spec.task is None:
             spec = ModelSpec(spec.location, task_or_plain(model_task(model, spec.location)).name)
@@ -198,6 +199,8 @@ class DemoModel:
     def generate_sentences(self, text: str, **generation) -> tuple[str, list[tuple[str, str]]]:
         """The output for `text`, generated sentence by sentence as the pipeline does (one batch) and joined
         with the text's line breaks, and the (sentence, output) pairs."""
+        import torch
+
         parts = self.sentences(text)
         sentences = document_sentences(parts)
         inputs = self.tokenizer(sentences, return_tensors="pt", padding=True).to(self.model.device)
@@ -235,6 +238,8 @@ class DemoModel:
 
 def cas_expansion(expression: str) -> tuple[str | None, str]:
     """The CAS's series of `expression` (time-limited, in a worker), or None and why there is none."""
+    from hf_vanilla_transformer.tasks.series.workers import generate_examples
+
     result = generate_examples(
         1, candidates=[expression], num_proc=1, timeout=CAS_TIMEOUT, max_target_chars=None, progress=False
     )
@@ -265,6 +270,7 @@ def build_demo(models: list[DemoModel]):
     """The Gradio page: one tab per model. Each tab's Generate button is also an API endpoint,
     `/generate_<i>` (i = 0, 1, ... in `--model` order), for `gradio_client`."""
     gr = require("gradio", "The demo page")
+    from hf_vanilla_transformer.tasks.series.equivalence import EquivalenceChecker
 
     checker = EquivalenceChecker(timeout=COMPARISON_TIMEOUT)
     # Tabs' events may run at the same time; the checker's one worker takes one pair at a time.

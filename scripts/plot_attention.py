@@ -14,19 +14,18 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import torch
-from transformers import AutoConfig
-
-import hf_vanilla_transformer  # noqa: F401  (registers the model with the Auto classes)
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.extras import require
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import staged
-from hf_vanilla_transformer.saving import check_model_location, load_model_folder, model_task
 from hf_vanilla_transformer.sentences import normalize_text
 from hf_vanilla_transformer.tasks.registry import task_or_plain
+
+if TYPE_CHECKING:
+    import torch
 
 
 def cross_attention(
@@ -38,6 +37,8 @@ def cross_attention(
     Returns `(weights, source_tokens, target_tokens)` with weights of shape (heads, target_len, source_len):
     row i is where the decoder looked when it predicted target token i.
     """
+    import torch
+
     model.eval()
     inputs = tokenizer(source, return_tensors="pt").to(model.device)
     if target is None:
@@ -152,6 +153,11 @@ def main() -> None:
         raise UsageError(
             f"{args.output_file} exists: pass --overwrite to replace it, or another --output_file."
         )
+    # torch and the model, once the options are known to be right (`--help` answers without them)
+    from transformers import AutoConfig
+
+    from hf_vanilla_transformer.saving import check_model_location, load_model_folder, model_task
+
     check_model_location(args.model)
     # Outside what it was trained on a model still answers, confidently and wrongly.
     task = task_or_plain(model_task(AutoConfig.from_pretrained(args.model), args.model))

@@ -8,8 +8,6 @@ Translation and series data have their own commands (prepare_translation.py, gen
 import logging
 from dataclasses import dataclass, field
 
-from datasets import DatasetDict
-
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
@@ -29,6 +27,8 @@ class PrepareArguments(TaskChoice, Options):
 def check_made_data(task: Task, dataset) -> None:
     """Refuse what a task's `make_data` made unless it is a `DatasetDict` of every split training and
     evaluation read (`SPLITS`): a split left out would be missed only when it is read."""
+    from datasets import DatasetDict  # imported once there is data: `--help` answers without it
+
     made = f"make_data of task {task.name!r} ({defined_in(type(task))})"
     if not isinstance(dataset, DatasetDict):
         raise UsageError(

@@ -21,14 +21,9 @@ save it to disk.
 import logging
 from dataclasses import dataclass, field
 
-import pyarrow
-
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.data.preprocessing import check_length_limits
 from hf_vanilla_transformer.lengths import LengthArguments
 from hf_vanilla_transformer.outputs import check_not_an_input, check_output_location, staged
-from hf_vanilla_transformer.tasks.translation.data import load_translation_dataset, tokenize_translation
-from hf_vanilla_transformer.tokenization import load_tokenizer
 
 
 @dataclass
@@ -63,6 +58,13 @@ class PrepareArguments(LengthArguments):
 def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     (args,) = parse_arguments(PrepareArguments, description=__doc__)
+    # The data libraries (pyarrow, datasets, transformers), once the options are known to be right
+    import pyarrow
+
+    from hf_vanilla_transformer.data.preprocessing import check_length_limits
+    from hf_vanilla_transformer.tasks.translation.data import load_translation_dataset, tokenize_translation
+    from hf_vanilla_transformer.tokenization import load_tokenizer
+
     # Arrow's default pool (mimalloc) keeps what converting data files to Arrow freed, and more of it the
     # more files: its peak grew 1.6x from 450k to 4.5M pairs, the system allocator's 1.3x
     # (docs/benchmarks.md, corpora of millions of pairs).

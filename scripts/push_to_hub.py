@@ -19,7 +19,6 @@ from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.errors import UsageError
-from hf_vanilla_transformer.interop.hub import build_hub_folder, push_folder, upload_plan
 
 
 @dataclass
@@ -45,6 +44,9 @@ def main() -> None:
     (args,) = parse_arguments(PushArguments, description=__doc__)
     if not args.dry_run and not args.repo_id:
         raise UsageError("--repo_id is required unless --dry_run is given.")
+    # torch, once the options are known to be right (`--help` and a mistyped option answer at once)
+    from hf_vanilla_transformer.interop.hub import build_hub_folder, push_folder, upload_plan
+
     if args.model is not None:
         build_hub_folder(args.model, args.folder, card=args.card, overwrite=args.overwrite)
         print(f"Assembled {args.folder} from {args.model}")

@@ -14,9 +14,11 @@ from __future__ import annotations
 
 import json
 import logging
+import math
+import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
@@ -40,6 +42,14 @@ from hf_vanilla_transformer.training import (
     RecipeArguments,
     run_training,
 )
+from hf_vanilla_transformer.training.budget import budget_report
+
+# The README's quickstart run, which its figures come from (tests/test_quickstart.py holds them to its text):
+# the steps the default options' budget bought on that machine, and the exact match they gave. A run that
+# trains far fewer scores far lower, and says why (`fewer_steps_advice`).
+README_STEPS = 3024
+README_EXACT_MATCH = 0.660
+README_MACHINE = "2 CPU cores"
 
 # Expressions printed at the end, beside the CAS's expansion (not all in the training data).
 DEMO_EXPRESSIONS = (
@@ -124,6 +134,44 @@ def _say(message: str) -> None:
     print(f"\n[{time.strftime('%H:%M:%S')}] {message}", flush=True)
 
 
+def command_line(args: QuickstartArguments, **changes) -> str:
+    """The command that runs the quickstart as `args` did (the options off their defaults), with `changes`."""
+    defaults, words = QuickstartArguments(), ["python", "scripts/quickstart.py"]
+    for option in fields(args):
+        value = changes.get(option.name, getattr(args, option.name))
+        if option.name in changes or value != getattr(defaults, option.name):
+            words += [f"--{option.name}", *map(_shown, value if isinstance(value, list) else [value])]
+    return shlex.join(words)
+
+
+def _shown(value) -> str:
+    """An option's value as a command line gives it."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def fewer_steps_advice(steps: int, args: QuickstartArguments) -> str | None:
+    """What a run of `args` that trained `steps`, under half the README's, says beside its score: the score
+    follows the steps, which the budget and the machine's speed decide, and the budget that would train about
+    as many here. None for a run that trained half as many or more."""
+    if steps * 2 >= README_STEPS:
+        return None
+    minutes = args.max_train_minutes
+    # At the pace this run kept; a busy machine's pace varies, hence "about".
+    needed = math.ceil(minutes * README_STEPS / max(steps, 1))
+    readme_minutes = QuickstartArguments.max_train_minutes  # the README's run took the defaults
+    lines = [
+        f"This run trained {steps:,} steps in {minutes:g} minutes; the README's run trained "
+        f"{README_STEPS:,} in {readme_minutes:g} minutes on",
+        f"{README_MACHINE} with nothing else running, for exact match {README_EXACT_MATCH:.3f}. The score "
+        "follows the steps,",
+        "which the budget and the machine's speed decide. To train about as many steps here:",
+        command_line(args, max_train_minutes=float(needed)),
+    ]
+    return "\n".join(f"    {line}" for line in lines)
+
+
 def run_quickstart(args: QuickstartArguments) -> dict:
     started = time.time()
     out = Path(args.output_dir)
@@ -195,7 +243,8 @@ def run_quickstart(args: QuickstartArguments) -> dict:
     if final is None:  # Ctrl-C or SIGTERM: the quickstart saves no checkpoints (save_strategy "no")
         print(f"    stopped at step {trainer.state.global_step}; nothing saved.", file=sys.stderr)
         raise SystemExit(trainer.interruption.exit_status)
-    print(f"    trained {trainer.state.global_step} steps; saved to {final}")
+    steps = trainer.state.global_step
+    print(f"    {budget_report(trainer.time_budget) or f'Trained {steps:,} steps.'}\n    Saved to {final}")
 
     _say("4/5 Evaluating on the test split (greedy decoding) ...")
     eval_report = evaluate_model(
@@ -208,6 +257,9 @@ def run_quickstart(args: QuickstartArguments) -> dict:
         f"symbolically equal {metrics['symbolic_match']:.3f} ± {metrics['symbolic_match_stderr']:.3f}, "
         f"parses {metrics['parse_rate']:.3f} (n={metrics['n']}); report: {eval_report['output_file']}"
     )
+    advice = fewer_steps_advice(steps, args)
+    if advice is not None:
+        print(advice)
 
     _say(f"5/5 Reloading {final} with from_pretrained and expanding a few expressions ...")
     model, tokenizer = load_model_folder(final)

@@ -36,6 +36,7 @@ from hf_vanilla_transformer.training import (
     leave_finished_run,
     run_training,
 )
+from hf_vanilla_transformer.training.budget import budget_report
 from hf_vanilla_transformer.training.faults import stopped_message
 
 
@@ -53,6 +54,9 @@ def main() -> None:
     status = 0 if final is not None else trainer.interruption.exit_status
     if trainer.is_world_process_zero():
         if final is not None:
+            report = budget_report(trainer.time_budget)
+            if report is not None:
+                print(report)
             print(f"Saved the trained model to {final}")
         else:
             print(interrupted_message(trainer, training_args), file=sys.stderr)

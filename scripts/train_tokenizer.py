@@ -30,11 +30,6 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.options import Options
 from hf_vanilla_transformer.outputs import check_output_location, staged
 from hf_vanilla_transformer.tasks import TaskChoice
-from hf_vanilla_transformer.tokenization import (
-    DEFAULT_MODEL_MAX_LENGTH,
-    iter_dataset_texts,
-    sequence_length_report,
-)
 
 
 @dataclass
@@ -63,9 +58,13 @@ class TokenizerArguments(TaskChoice, Options):
     min_frequency: int = field(
         default=2, metadata={"help": "Pairs seen fewer times are never merged.", "range": ">= 1"}
     )
-    model_max_length: int = field(
-        default=DEFAULT_MODEL_MAX_LENGTH,
-        metadata={"help": "The model's max_position_embeddings.", "range": ">= 1"},
+    model_max_length: int | None = field(
+        default=None,
+        metadata={
+            "help": "The model's max_position_embeddings. Default: the package's tokenizers' "
+            "(tokenization.DEFAULT_MODEL_MAX_LENGTH).",
+            "range": ">= 1",
+        },
     )
 
 
@@ -76,6 +75,15 @@ def main() -> None:
         raise UsageError("Pass exactly one of --dataset and --text_files.")
     check_output_location(args.output_dir, args.overwrite)
     task, options = args.task_spec, args.options  # another task's options are refused before any data is read
+    # tokenizers and transformers, once the options are known to be right (`--help` answers without them)
+    from hf_vanilla_transformer.tokenization import (
+        DEFAULT_MODEL_MAX_LENGTH,
+        iter_dataset_texts,
+        sequence_length_report,
+    )
+
+    if args.model_max_length is None:
+        args.model_max_length = DEFAULT_MODEL_MAX_LENGTH
 
     validation = None
     if args.dataset is not None:

@@ -20,13 +20,16 @@ import sys
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
 from hf_vanilla_transformer.decoding.arguments import TranslateArguments
-from hf_vanilla_transformer.decoding.translating import translate
 
 
 def main() -> None:
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
     logging.getLogger("hf_vanilla_transformer.decoding.translating").setLevel(logging.INFO)
     (args,) = parse_arguments(TranslateArguments, description=__doc__)
+    # After the options are parsed: `--help` and a mistake are answered without the translator's modules,
+    # which import only what the chosen backend needs.
+    from hf_vanilla_transformer.decoding.translating import translate
+
     summary = translate(args)
     if summary["output"] is not None and summary["is_main"]:
         after = summary["continued_after"]

@@ -14,7 +14,6 @@ cache) decode wrongly under transformers >= 5.24 until updated.
 from dataclasses import dataclass, field
 
 from hf_vanilla_transformer.cli import parse_arguments, run_script
-from hf_vanilla_transformer.interop.updates import update_hub_model_code, update_model_code
 from hf_vanilla_transformer.readers import is_local_path
 
 
@@ -29,6 +28,9 @@ class UpdateArguments:
 
 def main() -> None:
     (args,) = parse_arguments(UpdateArguments, description=__doc__)
+    # torch, once the options are known to be right (`--help` and a mistyped option answer at once)
+    from hf_vanilla_transformer.interop.updates import update_hub_model_code, update_model_code
+
     if is_local_path(args.model):
         changed = update_model_code(args.model, dry_run=args.dry_run)
     else:

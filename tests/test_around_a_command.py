@@ -250,6 +250,42 @@ def test_prepare_translation_with_workers_ended_by_ctrl_c_in_one_line(translatio
     assert not (tmp_path / "data-tokenized").exists() and not list(tmp_path.glob("*.unfinished"))
 
 
+LATE_FORK_CALLBACK = """
+import os, signal, time
+from hf_vanilla_transformer import stopping
+
+stopping.install()
+
+
+def late(): # a library's fork callback, registered after stopping's (filelock's, imported late)
+    os.kill(os.getpid(), signal.SIGINT)
+    for _ in range(100000):  # the signal is handled here, inside the callback
+        pass
+
+
+os.register_at_fork(after_in_parent=late)
+try:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0)
+    os.waitpid(pid, 0)
+    time.sleep(5)
+    print("not stopped")
+except stopping.Stopped:
+    print("stopped")
+"""
+
+
+def test_a_stop_during_a_fork_callback_registered_later_is_not_swallowed(tmp_path):
+    """A Ctrl-C that lands in a fork callback of a library imported after `stopping` (their callbacks run
+    after its own) stops the command in its own code, instead of being swallowed with a traceback."""
+    from .script_runner import run_code
+
+    result = run_code(LATE_FORK_CALLBACK, cwd=tmp_path)
+    assert result.stdout.strip() == "stopped", result.stderr[-2000:]
+    assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
+
+
 # The lock itself.
 
 

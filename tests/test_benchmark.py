@@ -2,6 +2,7 @@
 every figure (it is a script, not a timed test: no speed is asserted)."""
 
 import json
+import sys
 import time
 from pathlib import Path
 from types import SimpleNamespace
@@ -52,7 +53,9 @@ def test_benchmark_reports_every_figure(monkeypatch):
     events = []
     monkeypatch.setattr(harness, "synchronize", lambda device: events.append(("synchronize", device)))
     monkeypatch.setattr(
-        harness, "time", SimpleNamespace(perf_counter=lambda: events.append("clock") or time.perf_counter())
+        harness,
+        "time",
+        SimpleNamespace(perf_counter=lambda: events.append("clock") or time.perf_counter(), sleep=time.sleep),
     )
     lines = []
     results = run_benchmark(["tiny"], repeats=1, ctranslate2=True, print_fn=lines.append, device="cpu")
@@ -69,6 +72,9 @@ def test_benchmark_reports_every_figure(monkeypatch):
         assert shape[name]["train_peak_mb"] > 0 and shape[name]["beam4_b32_peak_mb"] > 0
     for engine in CTRANSLATE2_ENGINES:
         assert set(shape[engine]) == set(GENERATION_TASKS) and min(shape[engine].values()) > 0
+        # Timed in our rounds, so each figure has its slowest and fastest round around its median.
+        slowest, fastest = shape["spread"][f"{engine}/beam4_b32_tok_s"]
+        assert slowest <= shape[engine]["beam4_b32_tok_s"] <= fastest
         assert set(shape[name]["ms_per_token_by_prefix"]) == {32, 128, 512}
     assert results["matmul_peak_gflops"] > 0
     assert "ours/Marian" in lines[-1] and "ct2_int8_mkl " in lines[-1]
@@ -244,8 +250,9 @@ def test_bf16_mixed_precision_runs_the_forward_passes_under_autocast():
 
 def test_profile_names_the_operators():
     text = profile_shape("tiny")
-    assert text.count("Self CPU time total") == 6 and "aten::addmm" in text
-    assert text.count("matrix products") == 6
+    assert text.count("Self CPU time total") == 8 and "aten::addmm" in text
+    assert text.count("matrix products") == 8
+    assert text.count("generate beam 4, batch 32, 30 tokens") == 2  # beam search too, for both models
 
 
 def test_matmul_share_counts_only_matrix_products():
@@ -376,3 +383,18 @@ def test_fairseq_checkpoints_averaged_after_the_warmup_only(tmp_path):
     assert names == ["checkpoint_9_1400.pt", "checkpoint_9_1600.pt", "checkpoint_last.pt"]
     _, names = fairseq_logs.average_last_checkpoints(tmp_path, after_update=0, last=1)
     assert names == ["checkpoint_last.pt"]
+
+
+def test_startup_times_every_user_command_but_the_three_that_parse_training_arguments():
+    from benchmarks import startup
+
+    names = startup.commands()
+    assert {"translate.py", "evaluate_model.py", "demo.py"} <= set(names)
+    assert not set(names) & {"train.py", "train_accelerate.py", "quickstart.py"}
+    rows = startup.start_up_rows()
+    assert len(rows) == 2 * len(names)
+    command, expect = rows["translate.py --mistyped_option"]
+    assert command[-2:] == ["--mistyped_option", "1"] and expect == 2  # argparse's status for a usage error
+    # A command that ends otherwise is reported by its last line, not timed.
+    with pytest.raises(UsageError, match="ended with status 0, not 2, so it cannot be timed"):
+        startup.run_seconds([sys.executable, "-c", "pass"], expect=2)

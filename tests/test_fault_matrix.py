@@ -547,6 +547,22 @@ COMMANDS += [
         writes={"output_file": "bench.json"},
     ),
     fm.Command(
+        "benchmarks/startup",
+        lambda w, out: [
+            "--runs",
+            "1",
+            "--only_files",
+            "--model",
+            w["model"],
+            "--input",
+            w["text"],
+            "--output_file",
+            out / "startup.json",
+        ],  # fmt: skip
+        reads=lambda w: {"model": w["model"], "input": w["text"]},
+        writes={"output_file": "startup.json"},
+    ),
+    fm.Command(
         "benchmarks/benchmark_corpus",
         lambda w, out: ["--markdown_from", w["corpus-bench"], "--output_dir", out / "corpus"],
         reads=lambda w: {"markdown_from": w["corpus-bench"]},

@@ -55,7 +55,8 @@ NAMES = [option.name for option in decoding_fields()]
 
 def test_the_settings_module_imports_neither_torch_nor_transformers():
     """Imported in a fresh interpreter, with the package's face (which registers the model with transformers)
-    left out: the module and what it imports load no torch and no transformers."""
+    left out: the module and what it imports load no torch and no transformers, nor do translate.py's options
+    (with the CTranslate2 backend, built too) and the file translator's modules."""
     code = """
 import importlib.util, sys, types
 spec = importlib.util.find_spec("hf_vanilla_transformer")  # found, not imported
@@ -64,7 +65,10 @@ package.__path__ = list(spec.submodule_search_locations)
 sys.modules["hf_vanilla_transformer"] = package
 from hf_vanilla_transformer.decoding.settings import DecodingArguments
 assert DecodingArguments(num_beams=2).num_beams == 2
-loaded = sorted({"torch", "transformers"} & set(sys.modules))
+from hf_vanilla_transformer.decoding.arguments import TranslateArguments
+assert TranslateArguments(model="m", backend="ctranslate2", device="cuda:1").device == "cuda:1"
+import hf_vanilla_transformer.decoding.translating
+loaded = sorted({"torch", "transformers", "accelerate"} & set(sys.modules))
 assert not loaded, loaded
 """
     result = subprocess.run(

@@ -4,6 +4,7 @@ test_scale_out.py, the plain Accelerate loop in test_accelerate_loop.py."""
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -94,6 +95,29 @@ def test_trainer_script_trains_evaluates_and_saves(trained_run):
     assert (trained_run / "final" / "tokenizer.json").exists()
     assert (trained_run / "final" / "pipeline_seq2seq.py").exists()
     assert (trained_run / "final" / "sentences.py").exists()  # which the pipeline imports
+
+
+def test_a_run_its_time_budget_ends_says_how_many_steps_it_bought(translation_data, tmp_path):
+    """A run that --max_train_minutes ends says once, at its end, how many optimizer steps its budget bought;
+    so does a run resumed from the checkpoint that ended it, which has only its final folder left to save."""
+    out = tmp_path / "run"
+    options = [str(ROOT / "scripts" / "train.py"), str(RECIPE), *_tiny(translation_data),
+               "--max_tokens", "600", "--max_train_minutes", "0.01", "--max_steps", "100000",
+               "--warmup_steps", "3", "--eval_strategy", "no", "--save_steps", "100000",
+               "--logging_steps", "1000", "--output_dir", str(out)]  # fmt: skip
+    bought = re.compile(
+        r"The 0\.01-minute time budget bought ([\d,]+) optimizer steps; "
+        r"raise --max_train_minutes above 0\.01 to train longer\.$"
+    )
+    for resume in ([], ["--resume_from_checkpoint", "true"]):
+        lines = _run([sys.executable, *options, *resume], cwd=tmp_path).stdout.splitlines()
+        reports = [match for line in lines if (match := bought.match(line))]
+        assert len(reports) == 1, lines
+        # The budget's stop saved the checkpoint of its last step: the steps it bought.
+        (checkpoint,) = out.glob("checkpoint-*")
+        assert int(reports[0][1].replace(",", "")) == int(checkpoint.name.split("-")[1]) > 0
+        assert lines[lines.index(reports[0][0]) + 1] == f"Saved the trained model to {out / 'final'}"
+        shutil.rmtree(out / "final")  # a run stopped after its checkpoint, before its final folder
 
 
 def test_quality_curve_scores_the_run_at_each_checkpoint(trained_run, translation_data, tmp_path):

@@ -34,6 +34,7 @@ from hf_vanilla_transformer.training import (
     prepare_output_dir,
     token_budget_sampler,
 )
+from hf_vanilla_transformer.training.budget import budget_report
 from hf_vanilla_transformer.training.checkpoints import write_complete_record
 
 from .conftest import tiny_config
@@ -405,6 +406,25 @@ def test_trainer_decays_over_the_clock_stops_at_its_end_and_records_it(tmp_path,
     assert rates == pytest.approx([peak * factor for factor in expected])
     record = json.loads((tmp_path / "checkpoint-12" / TimeBudget.STATE_FILE).read_text(encoding="utf-8"))
     assert record == {"minutes": 2, "elapsed_seconds": 120, "decay_from": 0.25}
+    assert budget_report(budget) == (
+        "The 2-minute time budget bought 12 optimizer steps; raise --max_train_minutes above 2 to train "
+        "longer."
+    )
+
+
+def test_a_run_its_steps_end_says_nothing_of_its_time_budget(tmp_path, word_tokenizer):
+    """The budget's line is for runs the clock ended: a run that reached max_steps (even with the budget spent
+    at that very step) or has no budget has none."""
+    budget = _SetClock(1)
+    budget.now = 60  # spent from the first step on, but max_steps ends the run after it
+    trainer = _trainer(tmp_path, word_tokenizer, max_steps=1)
+    trainer.add_callback(TimeBudgetCallback(budget))
+    trainer.train()
+    assert trainer.state.global_step == 1
+    assert budget.stopped_at is None and budget_report(budget) is None
+    assert budget_report(None) is None
+    budget.stopped_at = 2950
+    assert budget_report(budget).startswith("The 1-minute time budget bought 2,950 optimizer steps;")
 
 
 def test_clock_decay_needs_a_linear_schedule_and_a_time_budget():

@@ -7,7 +7,9 @@ sentences."""
 import functools
 import gzip
 import io
+import json
 import random
+import shutil
 import subprocess
 import sys
 from types import SimpleNamespace
@@ -26,7 +28,7 @@ from hf_vanilla_transformer.errors import UsageError
 from hf_vanilla_transformer.saving import save_model_folder
 
 from .conftest import WORDS, make_word_tokenizer, tiny_config
-from .script_runner import SCRIPTS, run_script_file
+from .script_runner import SCRIPTS, run_code, run_script_file
 from .test_readers import fed_fifo
 from .test_scale_out import accelerate_launch
 
@@ -229,6 +231,7 @@ def test_a_file_the_command_did_not_start_is_never_written(model_folder, tmp_pat
         (["--top_k", "5"], "--top_k applies to sampling: pass --do_sample true"),
         (["--backend", "ctranslate2"], "is no CTranslate2 export"),
         (["--device", "gpu7"], "--device 'gpu7' is not a device"),
+        (["--backend", "ctranslate2", "--device", "gpu7"], "--device 'gpu7' is not a device CTranslate2"),
         (["--dtype", "float64"], "--dtype"),
         (
             ["--backend", "ctranslate2", "--dtype", "bfloat16"],
@@ -308,8 +311,11 @@ def test_each_process_samples_its_share_as_one_process_would(model_folder, monke
     translate = functools.partial(windows.translate_window, lines, backend, 2, seed=11, first_line=24)
     one = translate()
     shares = []
-    # Each of two processes, run alone: what it would hand to the other is kept.
-    monkeypatch.setattr(windows, "gather_object", lambda items: shares.append(dict(items)) or items)
+    # Each of two processes, run alone: what it would hand to the other is kept (`windows` imports
+    # accelerate's collectives when it first calls one).
+    import accelerate.utils
+
+    monkeypatch.setattr(accelerate.utils, "gather_object", lambda items: shares.append(dict(items)) or items)
     for rank in (0, 1):
         translate(state=SimpleNamespace(process_index=rank, num_processes=2))
     assert shares[0] and shares[1] and not set(shares[0]) & set(shares[1])
@@ -397,6 +403,74 @@ def test_a_folder_that_records_no_source_length_is_cut_at_its_positions(model_fo
         f"1 input(s) longer than {POSITIONS} tokens, the model's positions (its max_position_embeddings), "
         "are cut to that many tokens." in result.stderr
     )
+
+
+def test_the_ctranslate2_backend_loads_neither_torch_nor_transformers(model_folder, tmp_path):
+    """translate.py --backend ctranslate2, whole in a fresh process, decodes an export without torch or
+    transformers (they take seconds to load, and torch slows CTranslate2's decoding): the export records what
+    its task says of decoding. An export made before it did decodes the same, its task found by the
+    registry."""
+    pytest.importorskip("ctranslate2")
+    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+    from hf_vanilla_transformer.interop.ctranslate2_inference import GENERATION_DEFAULTS_FILE, TASK_TRAITS
+    from hf_vanilla_transformer.tasks.registry import find_task
+
+    exported = convert_to_ctranslate2(model_folder, tmp_path / "ct2")
+    defaults = json.loads((exported / GENERATION_DEFAULTS_FILE).read_text(encoding="utf-8"))
+    task = find_task("translation")
+    assert defaults[TASK_TRAITS] == {
+        "name": task.name,
+        "output_length_from_config": task.output_length_from_config,
+        "splits_into_sentences": task.splits_into_sentences,
+    }
+    earlier = shutil.copytree(exported, tmp_path / "ct2-earlier")
+    del defaults[TASK_TRAITS]
+    (earlier / GENERATION_DEFAULTS_FILE).write_text(json.dumps(defaults), encoding="utf-8")
+
+    source = _write(tmp_path / "in.txt", _lines(12, seed=6))
+    # transformers' argument parser module alone is no import of transformers (`cli.argument_parser_class`).
+    code = (
+        "import sys; sys.path.insert(0, sys.argv.pop(1)); import translate; translate.main(); "
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] == 'torch' or m == 'transformers'); "
+        "assert not heavy, heavy"
+    )
+    common = ["--backend", "ctranslate2", "--input", source, "--split_sentences", "true"]
+    result = run_code(
+        code,
+        SCRIPTS,
+        *common,
+        "--model",
+        exported,
+        "--output",
+        tmp_path / "out.txt",
+        cwd=tmp_path,
+        env=ONE_THREAD,
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    _translate(tmp_path, *common, "--model", earlier, "--output", tmp_path / "earlier.txt")
+    assert _output_lines(tmp_path / "out.txt") == _output_lines(tmp_path / "earlier.txt")
+    assert len(_output_lines(tmp_path / "out.txt")) == 12
+
+
+@pytest.mark.parametrize("options, status", [(["--help"], 0), (["--mistyped_option", "1"], 2)])
+def test_help_and_a_mistyped_option_are_answered_without_torch(tmp_path, options, status):
+    """What every user sees first is answered before torch could load: the modules translate.py imports at its
+    top are torch-free."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", str(SCRIPTS / "translate.py"), *options],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == status, result.stderr[-3000:]
+    imported = {
+        line.rsplit("|", 1)[1].strip()
+        for line in result.stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    assert "hf_vanilla_transformer.decoding.arguments" in imported
+    assert not {name for name in imported if name.split(".")[0] == "torch"}
 
 
 def test_ctranslate2_cuts_a_source_where_generate_cuts_it(trained_limit_folder, tmp_path):

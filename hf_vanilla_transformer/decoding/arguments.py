@@ -1,17 +1,22 @@
 """translate.py's options: the decoding options every decoding command shares (`settings.DecodingArguments`),
-and the file translator's own (inputs, output, batching, backend, device)."""
+and the file translator's own (inputs, output, batching, backend, device).
+
+Torch-free when imported, as `settings` is: `--help` and a mistyped option are answered without it, and the
+CTranslate2 backend checks its device without it; the transformers backend's device and dtype are checked by
+torch (`devices`), imported then.
+"""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
-import torch
-
-from ..devices import check_device, check_dtype
 from ..errors import UsageError
 from .settings import DecodingArguments
 
 BACKENDS = ("transformers", "ctranslate2")
+# The devices CTranslate2 decodes on, in torch's spelling as --device takes them: cpu, cuda, cuda:N.
+CTRANSLATE2_DEVICE = re.compile(r"(?P<type>cpu|cuda)(?::(?P<index>\d+))?")
 # Lines held at once. Sorting a larger window pads less and keeps several processes evenly busy; an
 # interrupted run loses at most one window's work.
 DEFAULT_WINDOW = 10_000
@@ -83,11 +88,11 @@ class TranslateArguments(DecodingArguments):
     overwrite: bool = field(
         default=False, metadata={"help": "Replace an existing --output instead of refusing it."}
     )
-    device: str = field(
-        default="cuda" if torch.cuda.is_available() else "cpu",
+    device: str | None = field(
+        default=None,
         metadata={
-            "help": "Where to decode: cuda (the default where there is a GPU), cuda:1, cpu, ...; under "
-            "accelerate launch, each process takes its own device of that type."
+            "help": "Where to decode: cuda, cuda:1, cpu, ...; under accelerate launch, each process takes "
+            "its own device of that type. Default: cuda where there is a GPU, else cpu."
         },
     )
     dtype: str = field(
@@ -106,14 +111,29 @@ class TranslateArguments(DecodingArguments):
 
     def __post_init__(self):
         super().__post_init__()
-        check_dtype(self.dtype, check_device(self.device))
         if self.backend not in BACKENDS:
             raise UsageError(f"--backend {self.backend!r} is none: give {' or '.join(BACKENDS)}.")
-        if self.backend == "ctranslate2" and self.dtype != "auto":
-            raise UsageError(
-                f"--dtype {self.dtype} is for the transformers backend: CTranslate2 takes --compute_type "
-                "(float32, bfloat16, float16, int8, ...)."
-            )
+        if self.backend == "ctranslate2":
+            # Its name checked here; found on the machine by CTranslate2 once that is imported (`backends`),
+            # which also picks it when unset.
+            if self.device is not None and CTRANSLATE2_DEVICE.fullmatch(self.device) is None:
+                raise UsageError(
+                    f"--device {self.device!r} is not a device CTranslate2 decodes on: give cpu, cuda or "
+                    "cuda:N."
+                )
+            if self.dtype != "auto":
+                raise UsageError(
+                    f"--dtype {self.dtype} is for the transformers backend: CTranslate2 takes --compute_type "
+                    "(float32, bfloat16, float16, int8, ...)."
+                )
+        else:
+            import torch
+
+            from ..devices import check_device, check_dtype
+
+            if self.device is None:
+                self.device = "cuda" if torch.cuda.is_available() else "cpu"
+            check_dtype(self.dtype, check_device(self.device))
         if self.source_lang is not None and not self.split_sentences:
             raise UsageError(
                 "--source_lang names the rules that split sentences: pass --split_sentences true with it."

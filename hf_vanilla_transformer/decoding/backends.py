@@ -7,22 +7,23 @@ The decoding options reach CTranslate2 by their fields (`ctranslate2_options`): 
 `settings.DecodingArguments` names the keyword of `ctranslate2.Translator.translate_batch` that takes it, or
 why CTranslate2 cannot decode with it, and the export's `CTranslate2Seq2Seq` is handed CTranslate2's own
 keywords.
+
+Imported, this module loads neither torch nor transformers, and the CTranslate2 backend never does: with torch
+in its process CTranslate2 decodes slower (`interop.ctranslate2_inference`), and a process that loads neither
+starts in a fraction of the time. The transformers backend's functions import them.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
-
-import torch
-from transformers import AutoConfig, GenerationConfig
+from types import SimpleNamespace
 
 from ..errors import CorruptFileError, MissingPathError, UsageError
 from ..extras import require
 from ..lengths import smallest_limit
 from ..readers import read_json
-from ..saving import check_model_location, load_model_folder, model_task
-from ..tasks.registry import task_or_plain
-from .arguments import TranslateArguments
+from .arguments import CTRANSLATE2_DEVICE, TranslateArguments
 from .generation import (
     EXTRA_OUTPUT_TOKENS,
     check_length_options,
@@ -55,6 +56,8 @@ class TransformersBackend:
         return generate_batch(self.model, self.tokenizer, texts, self.generation)
 
     def seed(self, value: int) -> None:
+        import torch
+
         torch.manual_seed(value)
 
 
@@ -62,6 +65,11 @@ def transformers_settings(args: TranslateArguments) -> tuple[dict, object, list[
     """(generate() settings, task, recorded languages, (model, tokenizer) or None) of a model folder, read
     without loading its weights where it saved its generation config, so that an output that cannot be
     written is refused at once."""
+    from transformers import AutoConfig, GenerationConfig
+
+    from ..saving import check_model_location, load_model_folder, model_task
+    from ..tasks.registry import task_or_plain
+
     check_model_location(args.model)
     config = AutoConfig.from_pretrained(args.model)
     check_length_options(length_options(args), getattr(config, "max_position_embeddings", None), args.model)
@@ -164,8 +172,9 @@ def ctranslate2_settings(args: TranslateArguments) -> tuple[dict, object, list[s
         decompress=False,  # as CTranslate2Seq2Seq reads it next
     )
     check_length_options(length_options(args), defaults.get("max_position_embeddings"), args.model)
-    task = task_or_plain(defaults.get("task"))
-    saved = GenerationConfig(
+    task = export_task(defaults)
+    # The saved generation config's fields that generation_settings reads, as the export saved them.
+    saved = SimpleNamespace(
         num_beams=defaults["num_beams"],
         length_penalty=defaults["length_penalty"],
         max_length=defaults["max_length"],
@@ -175,9 +184,51 @@ def ctranslate2_settings(args: TranslateArguments) -> tuple[dict, object, list[s
     return generation, task, defaults.get("langs")
 
 
-def load_ctranslate2(args: TranslateArguments, device: torch.device):
-    """The export of `--model` on `device`, its files' faults named (`UnreadableExportError`) as a user's to
-    fix."""
+def export_task(defaults: dict):
+    """The task of an export (`defaults`: its saved decoding defaults) as decoding asks it: its name and the
+    traits the export recorded of it (`interop.ctranslate2_export`, `TASK_TRAITS`), else the registry's task
+    of that name, whose finding imports every installed task's code (an export made before the traits were
+    recorded, or of a task not installed where it was made)."""
+    from ..interop.ctranslate2_inference import TASK_TRAITS
+
+    traits = defaults.get(TASK_TRAITS)
+    if traits is not None:
+        return SimpleNamespace(**traits)
+    from ..tasks.registry import task_or_plain
+
+    return task_or_plain(defaults.get("task"))
+
+
+def ctranslate2_device(args: TranslateArguments):
+    """The device `--device` names for CTranslate2 (`arguments.CTRANSLATE2_DEVICE`), with its `type` and
+    `index` as a torch.device has them, found on this machine by CTranslate2; unset: cuda where CTranslate2
+    has a GPU, else cpu."""
+    import ctranslate2
+
+    gpus = ctranslate2.get_cuda_device_count()
+    name = args.device if args.device is not None else "cuda" if gpus else "cpu"
+    match = CTRANSLATE2_DEVICE.fullmatch(name)
+    if match["type"] == "cuda" and not gpus:
+        raise UsageError(f"--device {name}: this machine has no CUDA GPU; pass --device cpu.")
+    index = match["index"]
+    return SimpleNamespace(type=match["type"], index=None if index is None else int(index))
+
+
+def cpu_threads() -> int:
+    """The threads CTranslate2 decodes with on the CPU, as torch would pick them for generate():
+    OMP_NUM_THREADS where it is set, else the CPUs this process may run on (torch counts physical cores: the
+    same number where there are no hyperthreads)."""
+    threads = os.environ.get("OMP_NUM_THREADS", "")
+    if threads.isdigit() and int(threads) > 0:
+        return int(threads)
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count() or 1
+
+
+def load_ctranslate2(args: TranslateArguments, device):
+    """The export of `--model` on `device` (`ctranslate2_device`, or a torch.device under `accelerate
+    launch`), its files' faults named (`UnreadableExportError`) as a user's to fix."""
     from ..interop.ctranslate2_inference import CTranslate2Seq2Seq, UnreadableExportError
 
     try:
@@ -186,7 +237,7 @@ def load_ctranslate2(args: TranslateArguments, device: torch.device):
             device=device.type,
             device_index=device.index or 0,
             compute_type=args.compute_type,
-            intra_threads=torch.get_num_threads(),
+            intra_threads=cpu_threads(),
         )
     except UnreadableExportError as error:
         raise CorruptFileError(str(error)) from error

@@ -1,29 +1,30 @@
 """Decoding a saved model's inputs, shared by scoring (`evaluation`) and the file translator (`translating`):
 generate() settings from the decoding options (`settings.DecodingArguments`) over the saved generation config
 (`generation_settings`), batches sorted by token length (`generate_in_batches`), the paper's output limit of
-source length + 50 (§6.1, `SourceLengthLimit`), sources cut at the length the model was trained with or its
-positions (`source_limits`), texts cut into sentences and joined again (`generate_documents`), and the checks
-made before a model is loaded (a length past the model's positions, an output file).
+source length + 50 (§6.1, `output_limit.SourceLengthLimit`), sources cut at the length the model was trained
+with or its positions (`source_limits`), texts cut into sentences and joined again (`generate_documents`), and
+the checks made before a model is loaded (a length past the model's positions, an output file).
+
+torch and transformers are imported by the functions that call generate(), not with the module: the
+CTranslate2 backend settles its decoding and batches with the rest of it in a process without torch.
 """
 
 from __future__ import annotations
 
 import functools
 import logging
-import math
 from collections.abc import Callable, Sequence
 from pathlib import Path
-
-import torch
-from tqdm.auto import tqdm
-from transformers import LogitsProcessor, LogitsProcessorList
+from typing import TYPE_CHECKING
 
 from ..errors import InputTypeError, UsageError
 from ..lengths import check_length, smallest_limit
 from ..outputs import check_writable
 from ..sentences import sentence_rules, split_document, translate_documents
-from ..tasks import Task
 from .settings import GENERATE, DecodingArguments, decoding_fields
+
+if TYPE_CHECKING:
+    from ..tasks import Task
 
 logger = logging.getLogger(__name__)
 
@@ -157,37 +158,6 @@ def generate_in_batches(
     return outputs
 
 
-class SourceLengthLimit(LogitsProcessor):
-    """Ends each source's output once it holds its own number of new tokens, `limits[i]` (the paper's input
-    length + 50, §6.1), by forcing `</s>` as the next token (so `</s>` is the limit's one more). generate()
-    has one `max_length` for a whole batch: without this, an output could run to the longest source's limit,
-    and a sentence's translation would depend on the batch it was put in.
-
-    Whether any output has reached its limit is decided on the host, from the step's length; the rows that
-    have are then masked on the device, with the limits copied there once per generate() call. A step reads
-    nothing back from the device: a read would wait for the step's queued work on a GPU."""
-
-    def __init__(self, limits: Sequence[int], eos_token_id: int | Sequence[int]):
-        self.limits = [int(limit) for limit in limits]
-        self.eos = [eos_token_id] if isinstance(eos_token_id, int) else list(eos_token_id)
-        self.first = min(self.limits)
-        self._row_limits: torch.Tensor | None = None  # one limit per row of the batch, on its device
-        self._eos: torch.Tensor | None = None
-
-    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
-        generated = input_ids.shape[-1] - 1  # after the decoder start token
-        if generated < self.first:
-            return scores
-        if self._row_limits is None or self._row_limits.shape[0] != scores.shape[0]:
-            rows_per_source = scores.shape[0] // len(self.limits)  # beams (batch-major), else 1
-            self._row_limits = torch.tensor(self.limits).repeat_interleave(rows_per_source).to(scores.device)
-            self._eos = torch.tensor(self.eos, device=scores.device)
-        ended = (self._row_limits <= generated)[:, None]
-        scores = scores.masked_fill(ended, -math.inf)
-        scores[:, self._eos] = scores[:, self._eos].masked_fill(ended, 0)
-        return scores
-
-
 def position_limit(model) -> int | None:
     """How many positions the model's encoder and decoder take, if its config says (None: no limit known)."""
     return getattr(model.config, "max_position_embeddings", None)
@@ -245,6 +215,11 @@ def generate_batch(model, tokenizer, sources: list[str], generation: dict) -> li
     and no more than the decoder's positions."""
     if not sources:
         return []
+    import torch
+    from transformers import LogitsProcessorList
+
+    from .output_limit import SourceLengthLimit
+
     smallest = smallest_limit(model_source_limits(model))
     cut = None if smallest is None else smallest[1]
     batch = tokenizer(sources, return_tensors="pt", padding=True, truncation=cut is not None, max_length=cut)
@@ -286,6 +261,9 @@ def generate_texts(
     in input order, showing progress in sentences. A blank source gives an empty output, as a blank line does
     in translate.py: from no text the model would make one up. No sources give no outputs. With `seed`
     (sampling's), each batch's sampling is seeded by its place among the batches (`batch_seed`)."""
+    import torch
+    from tqdm.auto import tqdm
+
     check_texts(sources, "sources")
     model.eval()
     keep = [index for index, source in enumerate(sources) if source.strip()]

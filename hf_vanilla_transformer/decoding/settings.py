@@ -7,8 +7,8 @@ and its name for each backend: the keyword generate() takes it as (`GENERATE`), 
 it (`CTRANSLATE2_REFUSAL`). `generation.generation_settings` and `backends.ctranslate2_options` walk the
 fields, so a new decoding option is a new field here and nothing else.
 
-This module imports neither torch nor transformers itself, so that it never stands between a command and
-refusing its options before those load; the package's own `__init__` still loads both today.
+This module imports neither torch nor transformers, so that it never stands between a command and refusing its
+options before those load (evaluate_model.py, the demo page and translate.py import it at their top).
 """
 
 from __future__ import annotations

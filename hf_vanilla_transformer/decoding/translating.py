@@ -16,12 +16,14 @@ stream: translated in one pass, not counted ahead, and not resumable (it cannot 
 Under `accelerate launch` each process decodes every N-th batch of each window and the main process writes the
 one output: the batches are the same for any number of processes, and so is the output. Each source's output
 is bounded by its own length + 50 tokens (§6.1), not its batch's, so a line translates the same whatever
-it is batched with (`generation.SourceLengthLimit`); with the CTranslate2 backend the bound is the batch's
+it is batched with (`output_limit.SourceLengthLimit`); with the CTranslate2 backend the bound is the batch's
 longest source + 50 (`backends`).
 
 The modules of the file translator, by job: `arguments` (its options, over the decoding options of
 `settings`), `backends` (generate() or CTranslate2), `lines` (input lines and windows), `windows` (a window's
-work shared by the processes), `record` (what an output translates), and this one, the command.
+work shared by the processes), `record` (what an output translates), and this one, the command. Each loads
+what its backend needs when it is needed: with `--backend ctranslate2`, neither torch nor transformers (nor
+accelerate, unless `accelerate launch` started the process).
 """
 
 from __future__ import annotations
@@ -32,19 +34,15 @@ import sys
 import time
 from pathlib import Path
 
-import torch
-from tqdm.auto import tqdm
-
-from ..devices import check_device, check_dtype, decoding_model
 from ..errors import UsageError
 from ..outputs import growing, grown
 from ..readers import is_stream
-from ..saving import load_model_folder
 from ..sentences import LANGUAGE_CODES, sentence_rules
 from .arguments import TranslateArguments
 from .backends import (
     CTranslate2Backend,
     TransformersBackend,
+    ctranslate2_device,
     ctranslate2_settings,
     is_ctranslate2_export,
     load_ctranslate2,
@@ -62,7 +60,10 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
     """Translate `args.input` (or `stdin`) into `args.output` (or `stdout`), resuming an unfinished
     output; returns a summary: lines translated now and in all, the output, seconds."""
     started = time.time()
-    device = check_device(args.device)
+    if args.backend != "ctranslate2":  # torch's device; CTranslate2's is found once its export is read
+        from ..devices import check_device
+
+        device = check_device(args.device)
     paths = input_paths(args.input)
     output = Path(args.output).expanduser() if args.output not in (None, STDIN) else None
     if output is not None:  # before anything is loaded: a folder, or a path under a file
@@ -71,6 +72,7 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
     loaded = None
     if args.backend == "ctranslate2":
         generation, task, languages = ctranslate2_settings(args)
+        device = ctranslate2_device(args)
     else:
         if is_ctranslate2_export(args.model):
             raise UsageError(
@@ -90,6 +92,9 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
     if args.backend == "ctranslate2":
         backend = CTranslate2Backend(load_ctranslate2(args, device), generation)
     else:
+        from ..devices import check_dtype, decoding_model
+        from ..saving import load_model_folder
+
         model, tokenizer = loaded or load_model_folder(args.model)
         model = decoding_model(model, device, check_dtype(args.dtype, device))
         backend = TransformersBackend(model, tokenizer, generation)
@@ -107,6 +112,8 @@ def translate(args: TranslateArguments, stdin=None, stdout=None) -> dict:
         else:
             sink = stdout if stdout is not None else sys.stdout
         lines = itertools.islice(read_lines(paths, stdin), plan.first_line, None)
+        from tqdm.auto import tqdm
+
         show = args.progress if args.progress is not None else sys.stderr.isatty()
         bar = tqdm(
             total=total_lines,
@@ -170,9 +177,10 @@ def _sentence_rules(args: TranslateArguments, task, languages: list[str] | None)
         ) from None
 
 
-def _processes(device: torch.device):
-    """The processes sharing the work (`windows.processes`) and this one's device: one process decodes on
-    `device` as given (`cuda:1` too); under `accelerate launch`, each on its own device of that type."""
+def _processes(device):
+    """The processes sharing the work (`windows.processes`) and this one's device (`device`: a torch.device,
+    or CTranslate2's, `backends.ctranslate2_device`): one process decodes on `device` as given (`cuda:1`
+    too); under `accelerate launch`, each on its own device of that type."""
     state = processes(cpu=device.type == "cpu")
     return state, state.device if state.num_processes > 1 else device
 

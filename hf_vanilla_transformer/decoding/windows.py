@@ -9,18 +9,19 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable
 from types import SimpleNamespace
-
-from accelerate import PartialState
-from accelerate.utils import broadcast_object_list, gather_object
+from typing import TYPE_CHECKING
 
 from ..sentences import split_document, translate_documents
 from .generation import batch_seed, generate_in_batches
 from .lines import line_windows, one_line
 
+if TYPE_CHECKING:
+    from accelerate import PartialState
+
 # The one process of a run that `accelerate launch` did not start. accelerate's `PartialState` is a
 # process-wide singleton whose first maker fixes its device for whatever comes after in the process (a
 # training run in the same notebook among it): a translation alone never makes it, nor calls a collective
-# (which would).
+# (which would), nor imports accelerate (which imports torch: the CTranslate2 backend runs without it).
 ONE_PROCESS = SimpleNamespace(
     process_index=0, num_processes=1, is_main_process=True, wait_for_everyone=lambda: None
 )
@@ -31,15 +32,25 @@ def processes(cpu: bool):
     process on the CPU, else on its own GPU), else `ONE_PROCESS`."""
     if int(os.environ.get("WORLD_SIZE", "1")) <= 1:
         return ONE_PROCESS
+    from accelerate import PartialState
+
     return PartialState(cpu=cpu)
 
 
 def _gathered(state, items: list) -> list:
-    return items if state.num_processes == 1 else gather_object(items)
+    if state.num_processes == 1:
+        return items
+    from accelerate.utils import gather_object
+
+    return gather_object(items)
 
 
 def _broadcast(state, item):
-    return item if state.num_processes == 1 else broadcast_object_list([item], from_process=0)[0]
+    if state.num_processes == 1:
+        return item
+    from accelerate.utils import broadcast_object_list
+
+    return broadcast_object_list([item], from_process=0)[0]
 
 
 class WindowProgress:

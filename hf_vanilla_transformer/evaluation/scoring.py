@@ -3,6 +3,9 @@ report.
 
 The report holds the command, the decoding settings, the metrics and every prediction next to its
 source and reference, so every figure quoted in a model card can be traced to the run that made it.
+
+Imported, it loads neither torch nor transformers: evaluate_model.py parses its options
+(`EvaluationArguments`) and refuses a mistake before `evaluate_model` imports them.
 """
 
 from __future__ import annotations
@@ -13,9 +16,6 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import torch
-from transformers import AutoConfig, GenerationConfig
-
 from ..decoding.generation import (
     check_length_options,
     check_output_file,
@@ -25,10 +25,8 @@ from ..decoding.generation import (
     join_examples,
 )
 from ..decoding.settings import DecodingArguments, length_options
-from ..devices import check_device, check_dtype, decoding_model
 from ..errors import ExistingPathError, UsageError
 from ..outputs import write_json
-from ..saving import check_model_location, check_model_task, load_model_folder, model_task
 from ..tasks import DatasetArguments, load_split_texts
 from ..tasks.registry import find_task, installed_task_of
 
@@ -68,9 +66,11 @@ class EvaluationArguments(DecodingArguments):
     show_examples: int = field(
         default=5, metadata={"help": "How many predictions to print next to references.", "range": ">= 0"}
     )
-    device: str = field(
-        default="cuda" if torch.cuda.is_available() else "cpu",
-        metadata={"help": "Where to generate: cuda (the default where there is a GPU), cuda:1, cpu, ..."},
+    device: str | None = field(
+        default=None,
+        metadata={
+            "help": "Where to generate: cuda, cuda:1, cpu, ... Default: cuda where there is a GPU, else cpu."
+        },
     )
     dtype: str = field(
         default="auto",
@@ -82,6 +82,13 @@ class EvaluationArguments(DecodingArguments):
 
     def __post_init__(self):
         super().__post_init__()
+        # torch checks the device, once the options have parsed (`--help` and a mistyped option need none)
+        import torch
+
+        from ..devices import check_device, check_dtype
+
+        if self.device is None:
+            self.device = "cuda" if torch.cuda.is_available() else "cpu"
         check_dtype(self.dtype, check_device(self.device))
         if not self.split_sentences and self.sentences_per_text == 1:
             raise UsageError(
@@ -138,6 +145,11 @@ def check_report_path(path: Path, overwrite: bool) -> None:
 def evaluate_model(eval_args: EvaluationArguments, data_args: DatasetArguments) -> dict:
     """Generate for `eval_args.split` and score it; write and return the report. Without a task in
     `data_args`, the model's own is evaluated."""
+    from transformers import AutoConfig, GenerationConfig
+
+    from ..devices import check_device, check_dtype, decoding_model
+    from ..saving import check_model_location, check_model_task, load_model_folder, model_task
+
     if eval_args.output_file:  # before any data is read: a folder, or a path under a file
         check_output_file(Path(eval_args.output_file), "--output_file")
     check_model_location(eval_args.model)

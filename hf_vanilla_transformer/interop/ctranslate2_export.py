@@ -26,8 +26,9 @@ from ..errors import ExistingPathError, UsageError
 from ..modeling_vanilla_transformer import VanillaTransformerForConditionalGeneration
 from ..outputs import check_not_a_file, check_not_an_input, mark_unfinished, staged
 from ..saving import load_model
+from ..tasks.registry import find_task
 from ..tokenization import load_tokenizer
-from .ctranslate2_inference import GENERATION_DEFAULTS_FILE
+from .ctranslate2_inference import GENERATION_DEFAULTS_FILE, TASK_TRAITS
 
 # transformers' names -> CTranslate2's; "swish" (x * sigmoid(x), OPUS-MT's) is "silu" under another name.
 _ACTIVATIONS = {
@@ -199,4 +200,11 @@ def _write_beside(converter, output_dir: Path) -> None:
         "langs": getattr(converter.model.config, "langs", None),  # the source's sentence rules
         "task": getattr(converter.model.config, "task", None),  # how long its outputs may run
     }
+    task = find_task(defaults["task"])
+    if task is not None:
+        defaults[TASK_TRAITS] = {
+            "name": task.name,
+            "output_length_from_config": task.output_length_from_config,
+            "splits_into_sentences": task.splits_into_sentences,
+        }
     (output_dir / GENERATION_DEFAULTS_FILE).write_text(json.dumps(defaults, indent=2) + "\n")

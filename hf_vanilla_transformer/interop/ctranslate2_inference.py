@@ -3,9 +3,9 @@
 This module imports only `ctranslate2`, `tokenizers`, the standard library and the package's `sentences.py`
 (which splits documents into sentences as the pipeline does), never torch: with torch loaded
 in the same process CTranslate2's float32 decoding ran about 1.85x slower on this project's CPUs (two OpenMP
-runtimes, see the benchmark). Importing it as `hf_vanilla_transformer.interop.ctranslate2_inference` runs the
-package's __init__, which loads torch to register the model; a torch-free service loads this file by path
-(it loads `sentences.py` the same way):
+runtimes, see the benchmark). Imported as `hf_vanilla_transformer.interop.ctranslate2_inference` it loads no
+more (the package's `__init__` loads nothing heavy: translate.py's `--backend ctranslate2` runs so); a service
+may also load this file by path, without the package (it loads `sentences.py` the same way):
 
     import importlib.util, pathlib
     package = pathlib.Path(importlib.util.find_spec("hf_vanilla_transformer").origin).parent  # no import
@@ -45,6 +45,10 @@ except ImportError:  # loaded by path without the package: its sentence splittin
 
 # Written by `ctranslate2_export` next to CTranslate2's files: the source model's decoding defaults.
 GENERATION_DEFAULTS_FILE = "generation_defaults.json"
+# Its key for what the model's task says of decoding (its name, `output_length_from_config`,
+# `splits_into_sentences`), recorded so that the package's translate.py decodes an export without importing
+# the tasks' code; absent from exports of earlier versions and of a task not installed where it was made.
+TASK_TRAITS = "task_traits"
 EXPORT_AGAIN = "Export the model again (scripts/export_ctranslate2.py)."
 
 

@@ -9,13 +9,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from datasets import Dataset, DatasetDict
-
-from ..data.files import load_saved_dataset
 from ..errors import MissingPathError, UsageError
 from ..metrics import binomial_standard_error, check_pairs, exact_match
 
 if TYPE_CHECKING:
+    from datasets import Dataset, DatasetDict
+
     from ..data.preprocessing import TextField
 
 # The splits of a task's data set: what training, validation during training and evaluation read.
@@ -91,6 +90,8 @@ class Task:
                 f"{folder} {state}. Make one with `{self.data_made_by}` (the recipes in scripts/recipes/ do "
                 "it first)."
             )
+        from ..data.files import load_saved_dataset  # datasets: imported when data is read
+
         return load_saved_dataset(path)
 
     def text_fields(self, options) -> tuple[TextField, TextField]:

@@ -8,18 +8,19 @@ import dataclasses
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-from datasets import Dataset, DatasetDict, IterableDataset
-from transformers import EvalPrediction, PreTrainedTokenizerBase
-
-from ..data.preprocessing import LABEL_PAD_TOKEN_ID, tokenize_pairs, tokenize_stream
 from ..errors import UsageError
 from ..lengths import LengthArguments
 from ..options import Options
 from .base import Task
 from .registry import get_task, option_types, registered_tasks, task_named_in
+
+# The data libraries (datasets, numpy, transformers) are imported by the functions that read data: a command
+# parses these arguments, and answers `--help`, without them.
+if TYPE_CHECKING:
+    from datasets import Dataset, DatasetDict
+    from transformers import EvalPrediction, PreTrainedTokenizerBase
 
 logger = logging.getLogger(__name__)
 
@@ -195,6 +196,8 @@ def prepare_dataset(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> 
     (`prepare_stream`)."""
     if args.streaming:
         return prepare_stream(args, tokenizer)
+    from ..data.preprocessing import tokenize_pairs
+
     task = args.task_spec
     raw = args.load_raw()
     held_out = task.held_out_data(raw, args.options)  # before `max_eval_examples` cuts the held-out splits
@@ -230,6 +233,10 @@ def prepare_stream(args: DataArguments, tokenizer: PreTrainedTokenizerBase) -> d
     """`prepare_dataset` for `--streaming`: the training split a stream, tokenized as it is read (too-long
     pairs dropped or truncated as they come); the held-out splits read whole and tokenized as
     `prepare_dataset` does. The tokenizer is checked on the stream's first pairs."""
+    from datasets import Dataset, DatasetDict, IterableDataset
+
+    from ..data.preprocessing import tokenize_pairs, tokenize_stream
+
     task = args.task_spec
     refusal = task.refuses_streaming(args.options)
     if refusal:
@@ -317,6 +324,10 @@ def check_tokenizer_fits(tokenized: Dataset, tokenizer: PreTrainedTokenizerBase,
 
 def decode_for_metrics(tokenizer: PreTrainedTokenizerBase, token_ids) -> list[str]:
     """Decode generated ids or labels; -100 (ignored labels) becomes padding first."""
+    import numpy as np
+
+    from ..data.preprocessing import LABEL_PAD_TOKEN_ID
+
     token_ids = np.where(np.asarray(token_ids) == LABEL_PAD_TOKEN_ID, tokenizer.pad_token_id, token_ids)
     return [text.strip() for text in tokenizer.batch_decode(token_ids, skip_special_tokens=True)]
 

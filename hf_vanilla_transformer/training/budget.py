@@ -35,6 +35,7 @@ class TimeBudget:
         self.spent_before = 0.0  # seconds spent before a resume
         self.decay_from: float | None = None  # share of the budget spent when a clock decay began
         self.agreed: float | None = None  # several processes: the main process's reading, as last shared
+        self.stopped_at: int | None = None  # the step after which the budget ended the run, once it has
 
     def start(self) -> None:
         self.started = time.monotonic() - self.spent_before
@@ -91,6 +92,22 @@ class TimeBudget:
         return True
 
 
+def train_longer(minutes: float) -> str:
+    """What a run its `minutes` of budget ended is told to do to train further."""
+    return f"raise --max_train_minutes above {minutes:g}"
+
+
+def budget_report(budget: TimeBudget | None) -> str | None:
+    """The line that ends a run its time budget ended: how many optimizer steps the budget bought, which the
+    machine's speed decides, so that a score is read beside them; None if the run ended otherwise."""
+    if budget is None or budget.stopped_at is None:
+        return None
+    return (
+        f"The {budget.minutes:g}-minute time budget bought {budget.stopped_at:,} optimizer steps; "
+        f"{train_longer(budget.minutes)} to train longer."
+    )
+
+
 class TimeBudgetCallback(TrainerCallback):
     """Stops a Trainer run once its `TimeBudget` is spent; the Trainer then saves and evaluates as at the end
     of any run. Each checkpoint records the time spent, so that a resumed run continues the clock. On several
@@ -111,6 +128,8 @@ class TimeBudgetCallback(TrainerCallback):
             logger.info(
                 "Time budget of %.1f minutes reached at step %d.", self.budget.minutes, state.global_step
             )
+            if state.global_step < state.max_steps:  # at max_steps the steps end the run, not the clock
+                self.budget.stopped_at = state.global_step
             control.should_training_stop = True
             control.should_save = args.save_strategy != "no"
             control.should_evaluate = args.eval_strategy != "no"

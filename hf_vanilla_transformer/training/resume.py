@@ -37,7 +37,7 @@ import torch
 
 from ..errors import CorruptFileError, UsageError
 from ..outputs import UNFINISHED_SUFFIX
-from .budget import TimeBudget
+from .budget import TimeBudget, train_longer
 from .checkpoints import COMPLETE_NAME, step_of
 
 logger = logging.getLogger(__name__)
@@ -396,20 +396,28 @@ def run_is_over(checkpoint: str | Path, training_args, recipe_args) -> bool:
     return elapsed >= recipe_args.max_train_minutes * 60
 
 
+def ended_by_budget(checkpoint: str | Path, training_args, recipe_args) -> bool:
+    """Whether the run that the Trainer's `checkpoint` ends (`run_is_over`) was ended by its time budget:
+    neither its steps nor its epochs ran out."""
+    step = step_of(Path(checkpoint))
+    if recipe_args.max_train_minutes is None or 0 < training_args.max_steps <= step:
+        return False
+    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
+    epochs_ended = 0 < state.get("max_steps", 0) <= step
+    return not (training_args.max_steps <= 0 and epochs_ended)
+
+
 def how_it_ended(checkpoint: str | Path, training_args, recipe_args) -> tuple[str, str]:
     """Why the Trainer's `checkpoint`, the end of its run (`run_is_over`), ended it, and the option that
     trains further."""
+    if ended_by_budget(checkpoint, training_args, recipe_args):
+        minutes = recipe_args.max_train_minutes
+        return f"its {minutes:g}-minute time budget spent", train_longer(minutes)
     step = step_of(Path(checkpoint))
     if 0 < training_args.max_steps <= step:
         return f"step {step} of --max_steps {training_args.max_steps}", f"raise --max_steps above {step}"
-    state = json.loads((Path(checkpoint) / "trainer_state.json").read_text(encoding="utf-8"))
-    epochs_ended = 0 < state.get("max_steps", 0) <= step
-    if training_args.max_steps <= 0 and epochs_ended or recipe_args.max_train_minutes is None:
-        epochs = f"{training_args.num_train_epochs:g}"
-        return f"the end of its {epochs} epochs", f"raise --num_train_epochs above {epochs}"
-    # Neither its steps nor its epochs ran out: its time budget did.
-    minutes = f"{recipe_args.max_train_minutes:g}"
-    return f"its {minutes}-minute time budget spent", f"raise --max_train_minutes above {minutes}"
+    epochs = f"{training_args.num_train_epochs:g}"
+    return f"the end of its {epochs} epochs", f"raise --num_train_epochs above {epochs}"
 
 
 def final_is_current(final: Path, checkpoint: str | Path) -> bool:

@@ -16,10 +16,10 @@ from transformers.utils import SAFE_WEIGHTS_NAME
 
 from ..tasks import DataArguments
 from .arguments import ModelArguments, PaperSeq2SeqTrainingArguments, RecipeArguments
-from .checkpoints import checkpoint_problem, save_whole_folder
+from .checkpoints import checkpoint_problem, save_whole_folder, step_of
 from .faults import FaultsCallback, Interruption, Watchdog, naming_a_full_disk
 from .full_weights import gathered_model, plain_copy
-from .resume import run_is_over
+from .resume import ended_by_budget, run_is_over
 from .setup import (
     check_lengths_fit,
     check_options,
@@ -52,7 +52,8 @@ def run_training(
     A SIGINT or SIGTERM during training saves a checkpoint at the step reached and stops without a final
     folder: the final path returned is then None, and `trainer.interruption` says which signal came. One
     after training lets the final folder be finished. A resumed run whose final folder was saved after the
-    checkpoint that ends it raises `RunFinished`: there is nothing to do."""
+    checkpoint that ends it raises `RunFinished`: there is nothing to do. Of a run its time budget ended,
+    `budget_report(trainer.time_budget)` is the line that says how many steps the budget bought."""
     # From here on a signal stops the run (before training, at once), and a launch's process whose launcher
     # is gone stops too.
     interruption = Interruption()
@@ -117,6 +118,9 @@ def run_training(
 
             # Saving: the final folder, whole or absent.
             if ended:
+                budget = trainer.time_budget
+                if budget is not None and ended_by_budget(checkpoint, training_args, recipe_args):
+                    budget.stopped_at = step_of(Path(checkpoint))  # what `budget_report` says
                 save_final_from_checkpoint(trainer, checkpoint, final)
             else:
                 save_final_folder(trainer, final)

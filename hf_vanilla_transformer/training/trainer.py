@@ -53,6 +53,7 @@ class TokenBudgetSeq2SeqTrainer(Seq2SeqTrainer):
     _clock_schedule_state: TrainerState | None = None  # the training loop's state the clock's schedule is of
     interruption: Interruption | None = None  # the signal that stopped the run, if any (`make_trainer`)
     agreement: StepAgreement | None = None  # set by `make_trainer`: what the processes share after a step
+    time_budget: TimeBudget | None = None  # set by `make_trainer`: the run's, if it trains by the clock
 
     def __init__(
         self,
@@ -281,6 +282,7 @@ def make_trainer(
     )
     trainer.agreement = agreement
     trainer.interruption = interruption
+    trainer.time_budget = budget
     trainer.add_callback(FullWeightsCallback(trainer))
     trainer.add_callback(CompleteRecordCallback(trainer.accelerator))
     if recipe_args.max_train_minutes is not None and not training_args.disable_tqdm:

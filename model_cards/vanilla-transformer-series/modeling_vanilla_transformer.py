@@ -236,10 +236,13 @@ class VanillaTransformerAttention(nn.Module):
                 if is_cross_attention and isinstance(cache, EncoderDecoderCache):
                     cache.is_updated[self.layer_idx] = True
 
-        # Attention weights can only be returned by the eager kernel; use it for calls that ask for them.
+        # Attention weights can only be returned by the eager kernel; use it for calls that ask for them. A
+        # decoding step on the CPU (a query of one token) takes it too: there SDPA's fused CPU kernel costs
+        # several times the two small matrix products and the softmax it fuses (benchmark.py --profile).
+        one_token_on_cpu = input_shape[1] == 1 and query_states.device.type == "cpu"
         attention_interface: Callable = (
             eager_attention_forward
-            if output_attentions
+            if output_attentions or (one_token_on_cpu and self.config._attn_implementation == "sdpa")
             else ALL_ATTENTION_FUNCTIONS.get_interface(
                 self.config._attn_implementation, eager_attention_forward
             )

@@ -6,6 +6,8 @@ modules they import, which the tests import as `benchmarks` too (pytest's `pytho
 - `benchmark.py` times training and decoding against MarianMTModel (and the CTranslate2 export) and prints
   the tables of docs/benchmarks.md, by `harness`; `ctranslate2_timing` is the torch-free process that times
   the export, run by its path.
+- `startup.py` times what a user waits for, whole processes: every command's `--help` and refusal, and a file
+  through each backend and through CTranslate2 alone (`ctranslate2_alone`, run by its path).
 - `benchmark_corpus.py` runs the WMT14 recipe's data path on corpora of growing size, by `corpus_scale`.
 - `profile_training.py` splits a recipe's training step into phases and operators, by `training_profile`.
 - `estimate_gpu_time.py` estimates the paper's WMT14 recipes' GPU hours from FLOPs, by `gpu_estimate`.

@@ -8,8 +8,8 @@ our/Marian ratios and writes JSON that names the device. The measurements live i
 writes outputs/benchmark.json; an existing --output_file is replaced only with --overwrite.
 
 --profile S prints torch.profiler tables (operators by self CPU time, with the share in matrix products) of a
-training step and of greedy decoding at batch 1 and 32 for both models at that shape, instead of the
-benchmark.
+training step, of greedy decoding at batch 1 and 32 and of beam-4 decoding at batch 32 for both models at that
+shape, instead of the benchmark.
 --ctranslate2 also exports our model to CTranslate2 (float32 and int8) and times it on the same decoding tasks
 in a separate process that does not load torch (needs `pip install ctranslate2`), with CTranslate2's default
 GEMM library and with MKL; on the CPU only, as are the --profile tables.

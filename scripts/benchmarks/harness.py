@@ -11,15 +11,17 @@ counters on a GPU). Every clock read waits for the device first (`clock`), so th
 timed, not their launch. Each figure is the median of `repeats` runs after a warm-up, and every run records
 the machine's load so that runs taken under load can be spotted; the results name the device, its model and
 the mixed precision (no: float32, or bf16 autocast). Optionally, on the CPU, our model exported to
-CTranslate2 (float32 and int8) is timed on the same decoding tasks in a separate torch-free process, right
-after; and greedy generate() with a static cache and its decoding step compiled by torch.compile, for both
-models.
+CTranslate2 (float32 and int8) is timed on the same decoding tasks in torch-free worker processes, in the same
+interleaved rounds (`CTranslate2Timers`); and greedy generate() with a static cache and its decoding step
+compiled by torch.compile, for both models.
 
 `scripts/benchmarks/benchmark.py` is the command line.
 """
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import json
 import os
 import platform
@@ -219,56 +221,98 @@ def generation_inputs(batch_size: int, src_len: int, vocab: int) -> torch.Tensor
 CTRANSLATE2_BACKENDS = {"default": {}, "mkl": {"CT2_USE_MKL": "1"}}
 
 
-def ctranslate2_throughput(
-    model,
-    shape: BenchmarkShape,
-    tasks: dict[str, tuple[int, int, int]],
-    repeats: int,
-    quantization: str | None,
-    backends: tuple[str, ...] = ("default",),
-) -> dict[str, dict[str, float]]:
-    """New tokens/s of `model` exported to CTranslate2, on `tasks` {name: (batch, new_tokens, num_beams)} with
-    the same source batches as `time_generation`, timed in a subprocess that never imports torch, once per
-    GEMM backend in `backends` (keys of `CTRANSLATE2_BACKENDS`): {backend: {task: tokens/s}}."""
-    from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
-    from hf_vanilla_transformer.saving import save_model_folder
+class CTranslate2Timers:
+    """Our `model` exported to CTranslate2 in float32 and int8, as timers of the decoding `tasks` {name:
+    (batch, new_tokens, num_beams)} on the same source batches as `time_generation`, to be interleaved with
+    the benchmark's own timers: {(engine, task): timer}, engine one of `CTRANSLATE2_ENGINES`. Each GEMM
+    library in `backends` (keys of `CTRANSLATE2_BACKENDS`, chosen as CTranslate2 loads) has its own worker
+    process that never imports torch (`ctranslate2_timing.py`); a timer asks it for one decoding and returns
+    the seconds the worker measured. Use it as a context manager: leaving it ends the workers and removes
+    the exports."""
 
-    results = {}
-    with tempfile.TemporaryDirectory() as tmp:
-        save_model_folder(model.eval(), synthetic_tokenizer(shape.vocab_size), f"{tmp}/model")
-        model_dir = convert_to_ctranslate2(f"{tmp}/model", f"{tmp}/ct2", quantization=quantization)
+    # Both OpenMP runtimes keep their threads spinning for a while after a parallel region (the one
+    # CTranslate2's wheel brings for 200 ms): a pause before and after each decoding keeps one engine's
+    # spinning threads out of the other's timing.
+    PAUSE_SECONDS = 0.25
+
+    def __init__(self, model, shape: BenchmarkShape, tasks: dict, backends: tuple[str, ...] = ("default",)):
+        self.model, self.shape, self.tasks, self.backends = model, shape, tasks, backends
+        self.workers: list[subprocess.Popen] = []
+
+    def __enter__(self) -> dict:
+        from hf_vanilla_transformer.interop.ctranslate2_export import convert_to_ctranslate2
+        from hf_vanilla_transformer.saving import save_model_folder
+
+        self.folder = tempfile.TemporaryDirectory()
+        tmp = self.folder.name
+        save_model_folder(self.model.eval(), synthetic_tokenizer(self.shape.vocab_size), f"{tmp}/model")
+        models = {
+            quantization or "float32": str(
+                convert_to_ctranslate2(f"{tmp}/model", f"{tmp}/ct2-{quantization}", quantization=quantization)
+            )
+            for quantization in (None, "int8")
+        }
         job = {
-            "model_dir": str(model_dir),
+            "models": models,
             "threads": torch.get_num_threads(),
-            "repeats": repeats,
             "tasks": [
                 {
                     "name": name,
                     "sources": [
                         [f"w{i}" for i in row]
-                        for row in generation_inputs(batch, SOURCE_LENGTH, shape.vocab_size).tolist()
+                        for row in generation_inputs(batch, SOURCE_LENGTH, self.shape.vocab_size).tolist()
                     ],
                     "new_tokens": new_tokens,
                     "num_beams": beams,
                 }
-                for name, (batch, new_tokens, beams) in tasks.items()
+                for name, (batch, new_tokens, beams) in self.tasks.items()
             ],
         }
         # Run by its path, not imported: the timing process must never load torch.
         script = os.path.join(os.path.dirname(__file__), "ctranslate2_timing.py")
-        for backend in backends:
-            result = subprocess.run(
+        timers = {}
+        for backend in self.backends:
+            worker = subprocess.Popen(
                 [sys.executable, script],
-                input=json.dumps(job),
-                capture_output=True,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=tempfile.TemporaryFile(mode="w+"),
                 text=True,
-                check=False,
                 env={**os.environ, **CTRANSLATE2_BACKENDS[backend]},
             )
-            if result.returncode != 0:
-                raise RuntimeError(f"CTranslate2 timing ({backend} GEMM backend) failed:\n{result.stderr}")
-            results[backend] = json.loads(result.stdout)
-    return results
+            self.workers.append(worker)
+            worker.stdin.write(json.dumps(job) + "\n")
+            worker.stdin.flush()
+            self._answer(worker, backend)  # "ready"
+            suffix = "" if backend == "default" else f"_{backend}"
+            for model_name in models:
+                for task in self.tasks:
+                    timers[(f"ct2_{model_name}{suffix}", task)] = functools.partial(
+                        self._time, worker, backend, model_name, task
+                    )
+        return timers
+
+    def _answer(self, worker: subprocess.Popen, backend: str) -> str:
+        line = worker.stdout.readline()
+        if not line:
+            worker.wait()
+            worker.stderr.seek(0)
+            raise RuntimeError(f"CTranslate2 timing ({backend} GEMM backend) failed:\n{worker.stderr.read()}")
+        return line
+
+    def _time(self, worker: subprocess.Popen, backend: str, model_name: str, task: str) -> float:
+        time.sleep(self.PAUSE_SECONDS)
+        worker.stdin.write(f"{model_name} {task}\n")
+        worker.stdin.flush()
+        seconds = float(self._answer(worker, backend))
+        time.sleep(self.PAUSE_SECONDS)
+        return seconds
+
+    def __exit__(self, *exc_info) -> None:
+        for worker in self.workers:
+            worker.stdin.close()
+            worker.wait()
+        self.folder.cleanup()
 
 
 def machine_load() -> float:
@@ -452,11 +496,11 @@ def run_benchmark(
     there is one, else cpu) with `mixed_precision` (a key of `MIXED_PRECISIONS`: "no", or "bf16" for
     torch.autocast to bfloat16 around every forward pass); with `ctranslate2` (CPU only), also our model
     exported to CTranslate2 in float32 and int8, each timed with CTranslate2's default GEMM library and with
-    MKL; with `compile`, also both models' greedy generate() with a static cache and a compiled decoding step
-    (the warm-up round compiles; the timed rounds reuse the compiled step). Returns the results as
-    `benchmark.py` writes them to JSON: {"device", "device_name", "mixed_precision", "threads", "torch",
-    "matmul_peak_gflops", "shapes": {shape: {"ours": {measure: value}, "marian": {...}, "load_per_round":
-    [...], ...}}}."""
+    MKL in the same rounds; with `compile`, also both models' greedy generate() with a static cache and a
+    compiled decoding step (the warm-up round compiles; the timed rounds reuse the compiled step). Returns the
+    results as `benchmark.py` writes them to JSON: {"device", "device_name", "mixed_precision", "threads",
+    "torch", "matmul_peak_gflops", "shapes": {shape: {"ours": {measure: value}, "marian": {...},
+    "load_per_round": [...], "spread": {"engine/measure": [slowest, fastest]}, ...}}}."""
     device = benchmark_device(device)
     if mixed_precision not in MIXED_PRECISIONS:
         raise UsageError(f"--mixed_precision {mixed_precision!r}: give one of {', '.join(MIXED_PRECISIONS)}.")
@@ -505,12 +549,25 @@ def run_benchmark(
                         model, batch, SOURCE_LENGTH, length, beams, shape.vocab_size, device,
                         generate_kwargs=settings, mixed_precision=mixed_precision,
                     )  # fmt: skip
-        samples, loads = interleaved_samples(timers, repeats)
-        shape_result: dict = {"load_per_round": loads}
+        with contextlib.ExitStack() as workers:
+            if ctranslate2:  # the export's timers join our rounds, each decoding in a torch-free worker
+                exported = CTranslate2Timers(
+                    models["ours"], shape, GENERATION_TASKS, tuple(CTRANSLATE2_BACKENDS)
+                )
+                for (engine, task), timer in workers.enter_context(exported).items():
+                    timers[(engine, task)] = timer
+                    tasks.setdefault(task, ("gen", *GENERATION_TASKS[task]))
+            samples, loads = interleaved_samples(timers, repeats)
+        shape_result: dict = {"load_per_round": loads, "spread": {}}
         for (name, task), times in samples.items():
             kind, batch, length, beams = tasks[task]
             median = statistics.median(times)
             shape_result.setdefault(name, {})[task] = batch * length / median
+            # The slowest and the fastest round, in the same unit as the median.
+            shape_result["spread"][f"{name}/{task}"] = [
+                batch * length / max(times),
+                batch * length / min(times),
+            ]
             if kind == "train":
                 flops = training_flops_per_step(models[name], batch * length, batch * length)
                 shape_result[name]["train_mfu"] = flops / median / 1e9 / peak
@@ -534,19 +591,6 @@ def run_benchmark(
             shape_result[name]["beam4_b32_peak_mb"] = peak_memory_mb(
                 timers[(name, "beam4_b32_tok_s")], device
             )
-        if ctranslate2:
-            for quantization in (None, "int8"):
-                by_backend = ctranslate2_throughput(
-                    models["ours"],
-                    shape,
-                    GENERATION_TASKS,
-                    repeats,
-                    quantization,
-                    tuple(CTRANSLATE2_BACKENDS),
-                )
-                for backend, throughput in by_backend.items():
-                    suffix = "" if backend == "default" else f"_{backend}"
-                    shape_result[f"ct2_{quantization or 'float32'}{suffix}"] = throughput
         results["shapes"][shape_name] = shape_result
         print_fn(format_shape(shape_name, shape_result))
     return results
@@ -567,9 +611,9 @@ def matmul_share(events, wall_seconds: float) -> float:
 
 
 def profile_shape(shape_name: str, row_limit: int = 8) -> str:
-    """`torch.profiler` tables (operators by self CPU time) of one training step and of greedy generate() at
-    batch 1 and batch 32, for both models at `shape_name` on the CPU, each with its matrix-product share:
-    where the time goes."""
+    """`torch.profiler` tables (operators by self CPU time) of one training step, of greedy generate() at
+    batch 1 and batch 32 and of beam-4 generate() at batch 32, for both models at `shape_name` on the CPU,
+    each with its matrix-product share: where the time goes."""
     from torch.profiler import ProfilerActivity, profile
 
     shape = SHAPES[shape_name]
@@ -585,6 +629,10 @@ def profile_shape(shape_name: str, row_limit: int = 8) -> str:
             (
                 "generate greedy, batch 32, 30 tokens",
                 time_generation(model, 32, SOURCE_LENGTH, 30, 1, shape.vocab_size, cpu),
+            ),
+            (
+                "generate beam 4, batch 32, 30 tokens",
+                time_generation(model, 32, SOURCE_LENGTH, 30, 4, shape.vocab_size, cpu),
             ),
         ):
             run()  # warm-up
@@ -635,10 +683,17 @@ def _figure(value: float) -> str:
     return f"{value:,.0f}" if value >= 10 else f"{value:.2f}"
 
 
+def _with_spread(result: dict, name: str, key: str) -> str:
+    """A median, with its slowest and fastest round where the run recorded them."""
+    spread = result.get("spread", {}).get(f"{name}/{key}")
+    median = _figure(result[name][key])
+    return f"{median} ({_figure(spread[0])}-{_figure(spread[1])})" if spread else median
+
+
 def format_markdown(results: dict) -> str:
     """The tables of docs/benchmarks.md from a benchmark's JSON: ours against Marian per shape, then
-    CTranslate2 against our generate() (the best of its engines per task), so that no figure is retyped by
-    hand."""
+    CTranslate2 against our generate() (the best of its engines per task; each figure with its slowest and
+    fastest round where the run recorded them), so that no figure is retyped by hand."""
     if not isinstance(results, dict) or not results.get("shapes"):
         raise UsageError(
             "Not the JSON of a benchmark run (no 'shapes'): "
@@ -708,8 +763,7 @@ def format_markdown(results: dict) -> str:
             result = results["shapes"][shape]
             values = [result[e][key] for e in engines]
             ours = result["ours"][key]
-            cells.append(
-                " | ".join(_figure(v) for v in values) + f" | {_figure(ours)} | {max(values) / ours:.2f}"
-            )
+            figures = [_with_spread(result, name, key) for name in (*engines, "ours")]
+            cells.append(" | ".join(figures) + f" | {max(values) / ours:.2f}")
         lines.append(f"| {label} | " + " | ".join(cells) + " |")
     return "\n".join(lines)

@@ -24,7 +24,6 @@ from ...metrics import binomial_standard_error
 from ...options import Options
 from ..base import Task
 from ..registry import register_task
-from .equivalence import EquivalenceChecker
 from .grammar import check_model_input
 from .renamings import add_symbol_renamings, held_out_expressions
 from .reports import ROW_FORMATS, series_breakdowns
@@ -105,6 +104,8 @@ class SeriesTask(Task):
         `parse_rate` (the prediction parses as a series of the grammar), `term_match` (the reference's terms,
         whatever their coefficients), each with its binomial standard error; `n` and `timeouts`. A reference
         that does not parse raises a ValueError naming its index."""
+        from .equivalence import EquivalenceChecker  # sympy: imported when scored, not when listed
+
         n = len(predictions)
         parsed = equivalent = same_terms = timeouts = 0
         with EquivalenceChecker(timeout=self.equivalence_timeout) as checker:

@@ -20,17 +20,13 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-import sympy as sp
-
 from ...errors import CorruptFileError, ExistingPathError, MissingPathError, UsageError
 from ...options import Options
 from ...outputs import staged
 from ...readers import read_json
-from .expansion import se
 from .grammar import SYMBOL_NAMES, count_terms
 from .renamings import symbol_renaming_shape
 from .sampling import MAX_TERMS, check_sampling
-from .workers import generate_examples, validate_positive
 
 
 def split_examples(
@@ -40,6 +36,8 @@ def split_examples(
 
     Sources are unique (``generate_examples`` removes duplicates), so no source is in two splits.
     """
+    from .workers import validate_positive
+
     validate_positive("test_size", test_size, allow_zero=True, integer=True)
     validate_positive("validation_size", validation_size, allow_zero=True, integer=True)
     if test_size + validation_size >= len(examples):
@@ -289,6 +287,12 @@ def generate_series_dataset(
     reason, character-length statistics, the arguments and the time taken). A folder holding the data set
     these arguments make is kept as it is, and its summary returned.
     """
+    # The CAS (sympy, symengine) and its workers: imported to generate, not to parse these options.
+    import sympy as sp
+
+    from .expansion import se
+    from .workers import generate_examples
+
     args = SeriesDataArguments(output_dir=str(output_dir), num_examples=num_examples, **options)
     if args.kept_summary is not None:
         return args.kept_summary

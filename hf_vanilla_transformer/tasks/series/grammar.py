@@ -13,16 +13,18 @@ allow-list before sympy sees the text, and limits on length, exponents and nesti
 can cause. (sympy's comparison of two parsed series can still take long; `equivalence` runs it in a worker
 with a time limit.)
 
-This file imports sympy, the standard library and, within the package, only `errors` (which imports
-nothing), so that the metric's worker process can load it by path in a fraction of a second; there, without
-the package, its errors are plain `ValueError`s.
+This file imports sympy (when it first parses), the standard library and, within the package, only `errors`
+(which imports nothing), so that the metric's worker process can load it by path in a fraction of a second;
+there, without the package, its errors are plain `ValueError`s.
 """
 
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
-import sympy as sp
+if TYPE_CHECKING:
+    import sympy as sp
 
 if __package__:
     from ...errors import UsageError
@@ -176,17 +178,17 @@ def _check_tokens(text: str, allowed_names: frozenset[str], what: str) -> None:
         raise SeriesParseError(f"{what} {_excerpt(text)}: unbalanced parentheses.")
 
 
-# `__builtins__` must be present and empty: without it, `eval` inserts the real builtins module.
-_PARSER_GLOBALS = {"__builtins__": {}, "Integer": sp.Integer, "Symbol": sp.Symbol, "Rational": sp.Rational}
-
-
 def _parse(text: str, allowed_names: frozenset[str], what: str) -> sp.Expr:
+    import sympy as sp  # imported on the first parse: listing the task (a command's `--help`) needs none
+
     _check_tokens(text, allowed_names, what)
     local_dict = {name: sp.Symbol(name) for name in SERIES_NAMES}
     local_dict.update({name: getattr(sp, name) for name in FUNCTIONS if name in allowed_names})
     try:
-        # Fresh copies: parse_expr may write to the tables it is given.
-        expression = sp.parse_expr(text, local_dict=local_dict, global_dict=dict(_PARSER_GLOBALS))
+        # Fresh tables: parse_expr may write to those it is given. `__builtins__` must be present and empty:
+        # without it, `eval` inserts the real builtins module.
+        names = {"__builtins__": {}, "Integer": sp.Integer, "Symbol": sp.Symbol, "Rational": sp.Rational}
+        expression = sp.parse_expr(text, local_dict=local_dict, global_dict=names)
     except Exception as exc:  # SyntaxError, TypeError, TokenError, ZeroDivisionError, ...
         raise SeriesParseError(
             f"{what} {_excerpt(text)} is not a valid expression: {type(exc).__name__}: {exc}"

@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from sacrebleu.metrics import BLEU, CHRF
-
 from ...options import Options
 from ..base import Task
 from ..registry import register_task
-from .data import load_translation_dataset
 from .tokenized_bleu import tokenized_bleu
 
 
@@ -60,6 +57,8 @@ class TranslationTask(Task):
         return [options.source_lang, options.target_lang]
 
     def load_raw(self, dataset, dataset_config, options, streaming=False):
+        from .data import load_translation_dataset  # datasets: imported when data is read
+
         # The loader checks the languages, and packs flat language columns (`de`, `en`) into `translation`.
         return load_translation_dataset(
             dataset,
@@ -69,6 +68,8 @@ class TranslationTask(Task):
         )
 
     def task_scores(self, predictions, references):
+        from sacrebleu.metrics import BLEU, CHRF  # imported when scored: a command's `--help` lists tasks
+
         # Corpus BLEU (cased, 13a) and chrF of the detokenised text: sacrebleu tokenizes it itself, so the
         # figures compare across papers whatever the model's tokenizer, and the signatures say how. A
         # signature is read after scoring: it counts the references scored against.
@@ -83,6 +84,8 @@ class TranslationTask(Task):
         }
 
     def report_details(self, sources, predictions, references, train_sources, options):
+        from sacrebleu.metrics import BLEU
+
         lowercase = BLEU(lowercase=True, tokenize="13a")
         lowercase_score = lowercase.corpus_score(predictions, [references])
         # The paper's tokenized BLEU, the figure its 27.3 / 28.4 on newstest2014 compare with.

@@ -238,7 +238,7 @@ class VanillaTransformerAttention(nn.Module):
 
         # Attention weights can only be returned by the eager kernel; use it for calls that ask for them. A
         # decoding step on the CPU (a query of one token) takes it too: there SDPA's fused CPU kernel costs
-        # several times the two small matrix products and the softmax it fuses (benchmark.py --profile).
+        # about twice the two small matrix products and the softmax it fuses (docs/benchmarks.md).
         one_token_on_cpu = input_shape[1] == 1 and query_states.device.type == "cpu"
         attention_interface: Callable = (
             eager_attention_forward
